@@ -1,0 +1,39 @@
+# symkit: `make demo` and `make test` set everything up on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TORCH := torch==2.13.0
+
+.PHONY: install demo test test-all bench lint clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# torch first, pinned to the CPU build, so nothing pulls a CUDA build; then the package with its extras.
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e ".[dev]" $(TORCH)
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/symkit demo --out runs/demo
+
+test: install
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/python -m pytest -q -m "not slow" -p no:cacheprovider
+
+test-all: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: install
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info src/*.egg-info

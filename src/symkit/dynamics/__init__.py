@@ -1,0 +1,1 @@
+"""symkit.dynamics"""

@@ -49,7 +49,9 @@ def run(cfg: GaussianSharingConfig) -> dict:
     if cfg.penalties not in PENALTIES:
         raise ValueError(f"penalties must be one of {sorted(PENALTIES)}, got {cfg.penalties!r}")
     data = [
-        gaussian_shared_means(cfg.dims, cfg.rank, n=cfg.n, n_train=cfg.n_train, seed=cfg.seed + i, legacy=cfg.legacy_data)
+        gaussian_shared_means(
+            cfg.dims, cfg.rank, n=cfg.n, n_train=cfg.n_train, seed=cfg.seed + i, legacy=cfg.legacy_data
+        )
         for i in range(cfg.n_runs)
     ]
     Y = np.stack([d.y for d in data])  # (B, n, K)

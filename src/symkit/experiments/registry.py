@@ -10,8 +10,15 @@ Anatomy of an experiment:
 - ``quick``: field overrides that make the run small enough for CI (``symkit reproduce NAME --quick``).
 - ``sweep`` / ``quick_sweep``: a grid, ``{field: [values, ...]}``; every combination is one run.
 - ``run(config) -> metrics``: a flat dict of JSON-serialisable values (numbers, strings, short lists).
+- ``points``: optional, for sweeps that are not a grid: ``points(quick)`` returns the list of field overrides, one
+  per run (the seeds of ``sweep`` still multiply it when ``sweep`` has a ``seed`` entry and the points have none).
 - ``paper``: the paper's numbers, shown beside ours by ``symkit report``.
 - ``plots``: what ``symkit report`` draws from the aggregated metrics.
+- ``summarize``: optional, extra report text built from the seed-aggregated rows (see :data:`Summarize`).
+
+Modules outside the package can register experiments too: list them, comma-separated, in the environment variable
+``SYMKIT_EXPERIMENT_MODULES`` and they are imported with the built-in ones (worker processes inherit it). A module
+that fails to import does not hide the others: it is reported by :func:`broken_modules` and by ``symkit list``.
 """
 
 from __future__ import annotations
@@ -19,12 +26,22 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import itertools
+import json
+import os
 import pkgutil
-from collections.abc import Callable, Mapping, Sequence
+import sys
+import traceback
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 Metrics = dict[str, Any]
+#: ``summarize(rows) -> str``; each row is ``{"config": {...}, "n": seeds, "mean": {metric: value},
+#: "stderr": {metric: value or None}}`` (metrics that are not numbers appear in ``mean`` as their common value).
+Summarize = Callable[[Sequence[Mapping[str, Any]]], str]
+T_ = TypeVar("T_")
 
 
 @dataclass(frozen=True)
@@ -48,7 +65,12 @@ class Plot:
     logx: bool = False
     logy: bool = False
     title: str = ""
-    kind: str = "line"  # "line" or "bar"
+    kind: str = "line"  # "line", "bar" or "scatter"
+    diagonal: bool = False  # draw the line y = x (for "ours against the paper" scatter plots)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("line", "bar", "scatter"):
+            raise ValueError(f"Plot kind must be 'line', 'bar' or 'scatter', got {self.kind!r}")
 
 
 @dataclass(frozen=True)
@@ -65,6 +87,8 @@ class Experiment:
     quick_sweep: Mapping[str, Sequence[Any]] | None = None
     paper: Sequence[PaperValue] = ()
     plots: Sequence[Plot] = ()
+    points: Callable[[bool], Sequence[Mapping[str, Any]]] | None = None
+    summarize: Summarize | None = None
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.config):
@@ -80,7 +104,36 @@ class Experiment:
                 )
 
     def field_names(self) -> list[str]:
+        """The config's field names, in declaration order."""
         return [f.name for f in dataclasses.fields(self.config)]
+
+    def field_types(self) -> dict[str, Any]:
+        """The config's field types (resolved annotations), by name."""
+        try:
+            hints = typing.get_type_hints(self.config)
+        except Exception:  # unresolvable annotations: fall back to the raw ones
+            hints = {}
+        return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(self.config)}
+
+    def parse_setting(self, key: str, text: str) -> Any:
+        """Convert the command-line value ``text`` to the type of config field ``key``.
+
+        ``int``, ``float``, ``bool`` (true/false/yes/no/1/0), ``str``, ``None`` for optional fields ("none"), and
+        tuples/lists/dicts as JSON or, for sequences, comma-separated. Raises ``ValueError`` naming the field and
+        the expected type.
+        """
+        types_ = self.field_types()
+        if key not in types_:
+            raise ValueError(
+                f"experiment {self.name!r} has no setting {key!r}; valid settings: {', '.join(self.field_names())}"
+            )
+        try:
+            return _parse_as(types_[key], text)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(
+                f"bad value {text!r} for setting {key!r} of experiment {self.name!r}: expected "
+                f"{_type_name(types_[key])} ({exc})"
+            ) from None
 
     def make_config(self, quick: bool = False, **overrides: Any) -> Any:
         """The config for one run: defaults, then the quick overrides, then ``overrides``."""
@@ -98,11 +151,118 @@ class Experiment:
         """The sweep as a list of field overrides, one per run."""
         sweep = self.quick_sweep if (quick and self.quick_sweep is not None) else self.sweep
         keys = list(sweep)
-        return [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
+        product = [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
+        if self.points is None:
+            return product
+        names = set(self.field_names())
+        out = []
+        for point in self.points(quick):
+            unknown = set(point) - names
+            if unknown:
+                raise TypeError(
+                    f"experiment {self.name!r}: points() gave {', '.join(sorted(unknown))}, which "
+                    f"{'is not a field' if len(unknown) == 1 else 'are not fields'} of {self.config.__name__}"
+                )
+            out.extend({**extra, **point} for extra in product)
+        return _unique(out)
+
+
+def _unique(points: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen, out = set(), []
+    for point in points:
+        key = json.dumps(point, sort_keys=True, default=repr)
+        if key not in seen:
+            seen.add(key)
+            out.append(point)
+    return out
+
+
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+_FALSE = {"0", "false", "no", "off", "n", "f"}
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _parse_as(tp: Any, text: str) -> Any:
+    """Parse ``text`` as type ``tp`` (a small subset of typing: scalars, Optional/Union, Literal, sequences)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any or tp is object:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return text
+    if isinstance(tp, str):  # an annotation that could not be resolved
+        return _parse_as(Any, text)
+    if origin in (typing.Union, getattr(types, "UnionType", None)):
+        if type(None) in args and text.strip().lower() in ("none", "null"):
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _parse_as(arg, text)
+            except (ValueError, TypeError) as exc:
+                errors.append(str(exc))
+        raise ValueError("; ".join(errors))
+    if origin is typing.Literal:
+        for option in args:
+            if str(option) == text:
+                return option
+        raise ValueError(f"one of {', '.join(map(repr, args))}")
+    if tp is bool:
+        low = text.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ValueError("true or false")
+    if tp is int:
+        return int(text)
+    if tp is float:
+        return float(text)
+    if tp is str:
+        return text
+    if origin in (tuple, list, Sequence) or tp in (tuple, list):
+        text = text.strip()
+        if text.startswith("["):
+            items = json.loads(text)
+            if not isinstance(items, list):
+                raise ValueError("a JSON list")
+            raw = [json.dumps(item) if not isinstance(item, str) else item for item in items]
+        else:
+            raw = [part.strip() for part in text.split(",") if part.strip()]
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(args) != len(raw):
+                raise ValueError(f"{len(args)} comma-separated values")
+            item_types = list(args)
+        else:
+            item_types = [args[0] if args else Any] * len(raw)
+        values = [_parse_as(t, r) for t, r in zip(item_types, raw)]
+        return tuple(values) if (origin is tuple or tp is tuple) else values
+    if origin in (dict, Mapping) or tp is dict:
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise ValueError("a JSON object")
+        return value
+    raise ValueError(f"values of type {_type_name(tp)} cannot be set from the command line")
+
+
+def progress(iterable: Iterable[T_], total: int | None = None, desc: str = "") -> Iterable[T_]:
+    """A progress bar for the inner loop of a run (the second bar under the sweep's bar of ``symkit reproduce``).
+
+    Shown only on a terminal and unless ``SYMKIT_PROGRESS=0``.
+    """
+    from tqdm.auto import tqdm
+
+    disable = os.environ.get("SYMKIT_PROGRESS", "1") == "0" or not sys.stderr.isatty()
+    return tqdm(iterable, total=total, desc=desc, position=1, leave=False, disable=disable, dynamic_ncols=True)
 
 
 _REGISTRY: dict[str, Experiment] = {}
 _DISCOVERED = False
+_BROKEN: dict[str, str] = {}
 
 
 def register(experiment: Experiment) -> Experiment:
@@ -118,12 +278,34 @@ def _discover() -> None:
     global _DISCOVERED
     if _DISCOVERED:
         return
+    _DISCOVERED = True
     import symkit.experiments as package
 
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name != "registry" and not info.name.startswith("_"):
-            importlib.import_module(f"{package.__name__}.{info.name}")
-    _DISCOVERED = True
+    modules = [
+        f"{package.__name__}.{info.name}"
+        for info in pkgutil.iter_modules(package.__path__)
+        if info.name != "registry" and not info.name.startswith("_")
+    ]
+    modules += [m.strip() for m in os.environ.get("SYMKIT_EXPERIMENT_MODULES", "").split(",") if m.strip()]
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # one broken module must not hide the other experiments
+            _BROKEN[module] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def broken_modules() -> dict[str, str]:
+    """Experiment modules that failed to import, with their error (empty when all is well)."""
+    _discover()
+    return dict(_BROKEN)
+
+
+def import_experiment(name: str, module: str | None = None) -> Experiment:
+    """The experiment ``name``, importing ``module`` first if discovery alone does not find it (worker processes)."""
+    experiments = all_experiments()
+    if name not in experiments and module and module != "__main__":
+        importlib.import_module(module)
+    return get_experiment(name)
 
 
 def all_experiments() -> dict[str, Experiment]:
@@ -136,5 +318,8 @@ def get_experiment(name: str) -> Experiment:
     """The experiment called ``name``; a ``KeyError`` listing the valid names otherwise."""
     experiments = all_experiments()
     if name not in experiments:
-        raise KeyError(f"no experiment named {name!r}; valid names: {', '.join(experiments) or '(none)'}")
+        hint = ""
+        if _BROKEN:
+            hint = f" (modules that failed to import: {', '.join(sorted(_BROKEN))})"
+        raise KeyError(f"no experiment named {name!r}; valid names: {', '.join(experiments) or '(none)'}{hint}")
     return experiments[name]

@@ -1,0 +1,342 @@
+"""The SQLite results store: one row per run, safe when several processes write at once.
+
+A row is keyed by ``(experiment, config_hash, seed)``; ``config_hash`` hashes the run's config without its seed, so
+the seeds of one setting share a hash and are aggregated together by ``symkit report``. The database runs in WAL
+mode with a busy timeout, and every write is a single ``BEGIN IMMEDIATE`` transaction, so concurrent writers wait
+for each other instead of failing, and a killed process leaves either a whole row or nothing.
+
+A run that succeeded is never overwritten: recording it again keeps the first result. A failed run is replaced
+when it is recorded again (a retry), and its ``attempts`` count goes up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+APPLICATION = "symkit-results-store"
+DEFAULT_STORE = Path("runs") / "symkit.db"
+STATUSES = ("ok", "failed")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS symkit_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    experiment  TEXT NOT NULL,
+    config_hash TEXT NOT NULL,
+    seed        INTEGER NOT NULL,
+    config      TEXT NOT NULL,
+    metrics     TEXT,
+    status      TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+    error       TEXT,
+    started_at  TEXT NOT NULL,
+    finished_at TEXT NOT NULL,
+    duration    REAL NOT NULL,
+    version     TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    attempts    INTEGER NOT NULL DEFAULT 1,
+    UNIQUE (experiment, config_hash, seed)
+);
+CREATE INDEX IF NOT EXISTS runs_by_experiment ON runs (experiment, status);
+"""
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be used (not a SQLite file, a foreign database, a newer schema, ...)."""
+
+
+def default_store_path() -> Path:
+    """``$SYMKIT_STORE`` if set, else ``runs/symkit.db`` (relative to the working directory)."""
+    return Path(os.environ.get("SYMKIT_STORE") or DEFAULT_STORE)
+
+
+def to_jsonable(value: Any) -> Any:
+    """``value`` as plain JSON types: numpy/torch scalars become numbers, tuples and arrays become lists."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"JSON keys must be strings, got {k!r} ({type(k).__name__})")
+            out[k] = to_jsonable(v)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    item = getattr(value, "item", None)  # numpy scalars, 0-d arrays, one-element tensors
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and getattr(value, "ndim", 0) > 0:
+        return to_jsonable(tolist())
+    if callable(item):
+        return to_jsonable(item())
+    raise TypeError(f"{value!r} ({type(value).__name__}) is not JSON-serialisable; expected a number, string, "
+                    "bool, None, or a list/dict of those")
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON (sorted keys, no spaces) of ``value`` after :func:`to_jsonable`."""
+    return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
+
+
+def config_hash(config: Mapping[str, Any] | Any) -> str:
+    """A short stable hash of a config (a dataclass or a dict) without its ``seed`` field."""
+    values = to_jsonable(config)
+    if not isinstance(values, dict):
+        raise TypeError(f"config must be a dataclass instance or a dict, got {type(config).__name__}")
+    values = {k: v for k, v in values.items() if k != "seed"}
+    return hashlib.sha256(canonical_json(values).encode()).hexdigest()[:16]
+
+
+def utc_now() -> str:
+    """The current time as an ISO-8601 UTC string."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One stored run."""
+
+    experiment: str
+    config_hash: str
+    seed: int
+    config: dict[str, Any]
+    metrics: dict[str, Any] | None
+    status: str
+    error: str | None
+    started_at: str
+    finished_at: str
+    duration: float
+    version: str
+    host: str
+    attempts: int = 1
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.experiment, self.config_hash, self.seed)
+
+
+class Store:
+    """A results store backed by one SQLite file (created on first use).
+
+    >>> store = Store("runs/symkit.db")            # doctest: +SKIP
+    >>> store.record(experiment="toy", config={"n": 3, "seed": 0}, metrics={"err": 0.1})  # doctest: +SKIP
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 60.0) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        self.timeout = float(timeout)
+        if self.path.is_dir():
+            raise StoreError(f"store path {str(self.path)!r} is a directory; expected a .db file path")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = self._open()
+
+    # -- opening and checking -------------------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open results store {str(self.path)!r}: {exc}") from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables and "symkit_meta" not in tables:
+                raise StoreError(
+                    f"{str(self.path)!r} is a SQLite database but not a symkit results store (it has tables "
+                    f"{', '.join(sorted(tables))}); pass another path with --store"
+                )
+            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if not tables:
+                self._retry(lambda: self._create(conn))
+            self._check_meta(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(
+                f"{str(self.path)!r} is not a usable symkit results store ({exc}); the file may be corrupt or of "
+                "another kind: move it aside or pass another path with --store"
+            ) from None
+        except StoreError:
+            conn.close()
+            raise
+        return conn
+
+    def _create(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")  # executescript would commit on its own, so run the statements one by one
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT OR IGNORE INTO symkit_meta VALUES ('application', ?)", (APPLICATION,))
+            conn.execute("INSERT OR IGNORE INTO symkit_meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _check_meta(self, conn: sqlite3.Connection) -> None:
+        meta = dict(conn.execute("SELECT key, value FROM symkit_meta").fetchall())
+        if meta.get("application") != APPLICATION:
+            raise StoreError(f"{str(self.path)!r} is not a symkit results store (application tag "
+                             f"{meta.get('application')!r}, expected {APPLICATION!r})")
+        version = int(meta.get("schema_version", "0"))
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{str(self.path)!r} was written by a newer symkit (store schema {version}, this "
+                             f"version reads schema {SCHEMA_VERSION}); upgrade symkit")
+
+    def _retry(self, fn: Any) -> Any:
+        """Call ``fn``, retrying while SQLite reports the database locked (beyond the busy timeout)."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.01
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._retry(lambda: self._conn.execute("BEGIN IMMEDIATE"))
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._retry(lambda: self._conn.execute("COMMIT"))
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing --------------------------------------------------------------------------------------------
+
+    def record(
+        self,
+        experiment: str,
+        config: Mapping[str, Any] | Any,
+        metrics: Mapping[str, Any] | None = None,
+        *,
+        error: str | None = None,
+        started_at: str | None = None,
+        finished_at: str | None = None,
+        duration: float = 0.0,
+        version: str | None = None,
+        host: str | None = None,
+    ) -> bool:
+        """Store one run in one transaction; ``error`` set means it failed. Returns whether the row was written.
+
+        A run already stored as ``ok`` is kept (returns ``False``); a ``failed`` one is replaced.
+        """
+        cfg = to_jsonable(config)
+        if not isinstance(cfg, dict) or "seed" not in cfg:
+            raise ValueError(f"config for {experiment!r} must be a dict or dataclass with a 'seed' field, got {cfg!r}")
+        seed = cfg["seed"]
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise TypeError(f"config seed for {experiment!r} must be an int, got {seed!r}")
+        status = "failed" if error is not None else "ok"
+        metrics_json = None
+        if metrics is not None:  # keys keep the order the run returned them in
+            metrics_json = json.dumps(to_jsonable(dict(metrics)), separators=(",", ":"))
+        if version is None:
+            from symkit import __version__ as version
+        now = utc_now()
+        row = (
+            experiment, config_hash(cfg), seed, canonical_json(cfg), metrics_json, status, error,
+            started_at or now, finished_at or now, float(duration), version, host or socket.gethostname(),
+        )
+        with self._write() as conn:
+            cursor = conn.execute(
+                """
+                INSERT INTO runs (experiment, config_hash, seed, config, metrics, status, error,
+                                  started_at, finished_at, duration, version, host)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (experiment, config_hash, seed) DO UPDATE SET
+                    config = excluded.config, metrics = excluded.metrics, status = excluded.status,
+                    error = excluded.error, started_at = excluded.started_at, finished_at = excluded.finished_at,
+                    duration = excluded.duration, version = excluded.version, host = excluded.host,
+                    attempts = runs.attempts + 1
+                WHERE runs.status != 'ok'
+                """,
+                row,
+            )
+            return cursor.rowcount > 0
+
+    def delete(self, experiment: str, status: str | None = None) -> int:
+        """Delete the runs of ``experiment`` (only those with ``status`` if given); returns how many."""
+        with self._write() as conn:
+            if status is None:
+                cursor = conn.execute("DELETE FROM runs WHERE experiment = ?", (experiment,))
+            else:
+                cursor = conn.execute("DELETE FROM runs WHERE experiment = ? AND status = ?", (experiment, status))
+            return cursor.rowcount
+
+    # -- reading --------------------------------------------------------------------------------------------
+
+    def status_of(self, experiment: str) -> dict[tuple[str, int], str]:
+        """``{(config_hash, seed): status}`` for every stored run of ``experiment``."""
+        rows = self._conn.execute("SELECT config_hash, seed, status FROM runs WHERE experiment = ?", (experiment,))
+        return {(h, s): status for h, s, status in rows}
+
+    def runs(self, experiment: str | None = None, status: str | None = None) -> list[RunRecord]:
+        """Stored runs, oldest first, optionally of one experiment and/or one status."""
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+        query = ("SELECT experiment, config_hash, seed, config, metrics, status, error, started_at, finished_at, "
+                 "duration, version, host, attempts FROM runs")
+        clauses, params = [], []
+        if experiment is not None:
+            clauses.append("experiment = ?")
+            params.append(experiment)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
+        query += " ORDER BY id"
+        out = []
+        for row in self._conn.execute(query, params):
+            out.append(RunRecord(
+                experiment=row[0], config_hash=row[1], seed=row[2], config=json.loads(row[3]),
+                metrics=json.loads(row[4]) if row[4] is not None else None, status=row[5], error=row[6],
+                started_at=row[7], finished_at=row[8], duration=row[9], version=row[10], host=row[11],
+                attempts=row[12],
+            ))
+        return out
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """``{experiment: {status: count}}`` over the whole store."""
+        out: dict[str, dict[str, int]] = {}
+        for name, status, n in self._conn.execute(
+            "SELECT experiment, status, COUNT(*) FROM runs GROUP BY experiment, status ORDER BY experiment"
+        ):
+            out.setdefault(name, {})[status] = n
+        return out
+

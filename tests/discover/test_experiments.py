@@ -12,3 +12,11 @@ def test_gaussian_quick_penalties_help():
     assert both["mse"] < none["mse"]
     assert both["mse_brute"] < both["mse_no_sharing"]
     assert both["pd_oracle"] == 0 and both["pd_no_sharing"] == 3
+
+
+def test_shift_quick_recovers_toeplitz_sharing():
+    exp = get_experiment("sharing-shift")
+    for size in (6, 15):
+        r = exp.run(exp.make_config(quick=True, a_size=size))
+        assert r["pd_median"] == 0, r["pd_per_seed"]  # Fig. 8: PD 0 at 6x6 and 15x15
+        assert r["mse"] < r["mse_no_sharing"]

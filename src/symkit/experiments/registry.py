@@ -302,9 +302,10 @@ def broken_modules() -> dict[str, str]:
 
 def import_experiment(name: str, module: str | None = None) -> Experiment:
     """The experiment ``name``, importing ``module`` first if discovery alone does not find it (worker processes)."""
-    experiments = all_experiments()
-    if name not in experiments and module and module != "__main__":
-        importlib.import_module(module)
+    if name not in _REGISTRY and module and module != "__main__":
+        importlib.import_module(module)  # usually registers it, sparing the worker the import of every module
+    if name in _REGISTRY:
+        return _REGISTRY[name]
     return get_experiment(name)
 
 

@@ -1,0 +1,76 @@
+"""``symkit demo``: run a few quick experiments end to end and write their reports (with plots).
+
+The list of experiments is :data:`DEMO_EXPERIMENTS` (or ``--experiments``); those not available in this install
+are skipped with a note. Results go to their own store, ``OUT/demo.db``, so running the demo again only runs what
+is missing (``--fresh`` starts over), and each report to ``OUT/NAME/``; ``OUT/README.md`` links them all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import typer
+
+#: The experiments the demo runs with ``--quick``, in order (missing ones are skipped).
+DEMO_EXPERIMENTS: tuple[str, ...] = ("ranks", "sharing-gaussian", "powernet-toy", "layerwise-toy", "lee-trends")
+
+
+def run_demo(
+    out: Path,
+    names: Sequence[str] | None = None,
+    executor: str = "process",
+    jobs: int = 2,
+    fresh: bool = False,
+) -> list[Path]:
+    """Run the demo into ``out``; returns the plot files written. Raises ``KeyError`` for an explicitly named
+    experiment that does not exist."""
+    from symkit.cli.main import _run_and_summarise, _write_report
+    from symkit.cli.sweep import plan
+    from symkit.experiments.registry import all_experiments, get_experiment
+    from symkit.store import Store
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    db_path = out / "demo.db"
+    if fresh:
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(db_path) + suffix).unlink(missing_ok=True)
+    available = all_experiments()
+    if names is None:
+        chosen = [n for n in DEMO_EXPERIMENTS if n in available]
+        skipped = [n for n in DEMO_EXPERIMENTS if n not in available]
+    else:
+        chosen = [get_experiment(n).name for n in names]  # a KeyError lists the valid names
+        skipped = []
+    for name in skipped:
+        typer.echo(f"demo: skipping {name} (not available in this install)")
+    if not chosen:
+        raise KeyError(f"none of the demo experiments is available; valid names: {', '.join(available) or '(none)'}")
+
+    store = Store(db_path)
+    index = ["# symkit demo", "", "Quick versions of these experiments, run end to end with `symkit demo`:", ""]
+    plots: list[Path] = []
+    t_start = time.perf_counter()
+    for name in chosen:
+        exp = get_experiment(name)
+        typer.echo(f"demo: {name}: {exp.description}")
+        t0 = time.perf_counter()
+        specs = plan(exp, quick=True)
+        failed = _run_and_summarise(exp, specs, store, executor, jobs, None, retry_failed=False,
+                                    exit_on_failure=False)
+        text, paths = _write_report(exp, store, out / name)
+        report_plots = [p for p in paths if p.suffix == ".png"]
+        plots += report_plots
+        seconds = time.perf_counter() - t0
+        index.append(f"- [{name}]({name}/report.md): {exp.reproduces} ({len(specs)} runs, {seconds:.0f} s"
+                     + (f", {failed} failed" if failed else "") + ")")
+        index += [f"  - plot: [{p.name}]({name}/{p.name})" for p in report_plots]
+        typer.echo(f"demo: {name}: report in {out / name / 'report.md'}"
+                   + (f", {len(report_plots)} plot(s)" if report_plots else ""))
+    store.close()
+    index += ["", f"Total time: {time.perf_counter() - t_start:.0f} s. Results store: `{db_path}`.", ""]
+    (out / "README.md").write_text("\n".join(index))
+    typer.echo(f"demo: done; open {out / 'README.md'}")
+    return plots

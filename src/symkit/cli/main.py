@@ -1,0 +1,261 @@
+"""The ``symkit`` command: list, reproduce, report and inspect experiments; print the thesis rank tables; a demo.
+
+See ``docs/cli.md`` for a tour. Every command that reads or writes results takes ``--store PATH`` (default
+``runs/symkit.db``, or ``$SYMKIT_STORE``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="symkit",
+    help="Reproduce the experiments of symkit, store their results, and report them with the papers' numbers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+StoreOption = Annotated[
+    Path | None,
+    typer.Option("--store", help="Results store (SQLite file); default runs/symkit.db or $SYMKIT_STORE.",
+                 dir_okay=False),
+]
+
+
+class UsageError(ValueError):
+    """Bad command-line input (exit code 2)."""
+
+
+def _echo_error(message: str) -> None:
+    typer.echo(f"Error: {message}", err=True)
+
+
+@contextmanager
+def _clear_errors() -> Iterator[None]:
+    """Turn the errors users can cause into one clear line on stderr and an exit code, never a traceback."""
+    from symkit.cli.sweep import SweepError
+    from symkit.store import StoreError
+
+    try:
+        yield
+    except KeyError as exc:  # unknown experiment name: the message lists the valid ones
+        _echo_error(exc.args[0] if exc.args else str(exc))
+        raise typer.Exit(2) from None
+    except (UsageError, SweepError) as exc:
+        _echo_error(str(exc))
+        raise typer.Exit(2) from None
+    except StoreError as exc:
+        _echo_error(str(exc))
+        raise typer.Exit(1) from None
+
+
+def _open_store(path: Path | None):  # -> Store
+    from symkit.store import Store
+
+    return Store(path)
+
+
+@app.command("list")
+def list_command(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also show config fields and sweeps.")] = False,
+) -> None:
+    """Every experiment with its one-line description and the paper result it reproduces."""
+    from symkit.cli.report import paper_summary
+    from symkit.experiments.registry import all_experiments, broken_modules
+
+    experiments = all_experiments()
+    if not experiments:
+        typer.echo("No experiments are registered.")
+    width = max((len(n) for n in experiments), default=0)
+    for name, exp in experiments.items():
+        typer.echo(f"{name.ljust(width)}  {exp.description}")
+        typer.echo(f"{''.ljust(width)}  reproduces: {exp.reproduces}")
+        if exp.paper:
+            typer.echo(f"{''.ljust(width)}  paper values: {paper_summary(exp.paper)}")
+        if verbose:
+            typer.echo(f"{''.ljust(width)}  settings: {', '.join(exp.field_names())}")
+            typer.echo(f"{''.ljust(width)}  runs: {len(exp.grid(False))} (full), {len(exp.grid(True))} (--quick)")
+    for module, error in broken_modules().items():
+        typer.echo(f"warning: experiment module {module} failed to import: {error}", err=True)
+
+
+@app.command()
+def reproduce(
+    name: Annotated[str, typer.Argument(help="Experiment name (see `symkit list`).")],
+    quick: Annotated[bool, typer.Option("--quick", help="The small CI-sized setup and sweep.")] = False,
+    seeds: Annotated[str | None, typer.Option("--seeds", help="Seeds to run, e.g. '0,1,2' or '0-4'.")] = None,
+    settings: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a config field for every run: key=value (repeatable).")] = None,
+    sweeps: Annotated[list[str] | None, typer.Option(
+        "--sweep", help="Sweep a config field over values: key=v1,v2,... (repeatable).")] = None,
+    executor: Annotated[str, typer.Option("--executor", "-e", help="local, process or ray.")] = "local",
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="Ray cluster address (default: start a local Ray instance).")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel runs (process and ray executors).")] = 2,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again the runs that failed.")] = False,
+    store: StoreOption = None,
+) -> None:
+    """Run an experiment's sweep, recording every run in the store; only missing runs are run again."""
+    from symkit.cli.sweep import parse_assignments, parse_seeds, plan
+    from symkit.experiments.registry import get_experiment
+
+    with _clear_errors():
+        exp = get_experiment(name)
+        if executor not in ("local", "process", "ray"):
+            raise UsageError(f"unknown executor {executor!r}; valid executors: local, process, ray")
+        overrides = parse_assignments(exp, settings or [], "--set")
+        overrides.update(parse_assignments(exp, sweeps or [], "--sweep"))
+        specs = plan(exp, quick=quick, seeds=parse_seeds(seeds) if seeds else None, settings=overrides)
+        db = _open_store(store)
+        _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed)
+
+
+def _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed, exit_on_failure=True) -> int:
+    from symkit.cli.sweep import run_sweep
+
+    result = run_sweep(exp, specs, db, executor=executor, jobs=jobs, ray_address=ray_address,
+                       retry_failed=retry_failed)
+    typer.echo(
+        f"{exp.name}: {result.total} runs in the sweep; {result.already_ok} already stored, ran {result.ran}"
+        f" ({result.failed} failed) -> {db.path}"
+    )
+    for outcome in result.failures[:3]:
+        last = (outcome.error or "").strip().splitlines()[-1:] or [""]
+        typer.echo(f"  failed: {outcome.spec.label(list(outcome.spec.config))}: {last[0]}", err=True)
+    if result.interrupted:
+        typer.echo("Interrupted: the finished runs are stored; run the same command again to resume.", err=True)
+        raise typer.Exit(130)
+    failed = result.failed + result.already_failed
+    if failed:
+        typer.echo(
+            f"{failed} runs failed (errors: `symkit runs {exp.name} --failed`); rerun with --retry-failed to retry.",
+            err=True,
+        )
+        if exit_on_failure:
+            raise typer.Exit(1)
+    return failed
+
+
+@app.command()
+def report(
+    name: Annotated[str, typer.Argument(help="Experiment name (see `symkit list`).")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="md (markdown) or csv.")] = "md",
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Directory for the report file and plots (default runs/reports/NAME).", file_okay=False,
+    )] = None,
+    store: StoreOption = None,
+) -> None:
+    """Aggregate an experiment's stored runs over seeds: a table beside the paper's numbers, and its plots."""
+    from symkit.experiments.registry import get_experiment
+
+    with _clear_errors():
+        if fmt not in ("md", "csv"):
+            raise UsageError(f"unknown report format {fmt!r}; valid formats: md, csv")
+        exp = get_experiment(name)
+        db = _open_store(store)
+        text, paths = _write_report(exp, db, out if out is not None else Path("runs") / "reports" / name, fmt)
+        typer.echo(text, nl=False)
+        for path in paths:
+            typer.echo(f"wrote {path}", err=True)
+
+
+def _write_report(exp, db, out: Path, fmt: str = "md") -> tuple[str, list[Path]]:
+    from symkit.cli.report import build_report
+
+    records = db.runs(exp.name)
+    if not records:
+        raise UsageError(f"no runs of {exp.name!r} in {db.path}; run `symkit reproduce {exp.name}` first")
+    out.mkdir(parents=True, exist_ok=True)
+    rep = build_report(exp, records, fmt=fmt, plot_dir=out)
+    path = out / ("report.md" if fmt == "md" else "report.csv")
+    path.write_text(rep.text)
+    return rep.text, [path, *rep.plots]
+
+
+@app.command()
+def runs(
+    name: Annotated[str, typer.Argument(help="Experiment name.")],
+    failed: Annotated[bool, typer.Option("--failed", help="Only failed runs, with their errors.")] = False,
+    store: StoreOption = None,
+) -> None:
+    """The stored runs of an experiment: config, seed, status, time (and the error of failed runs)."""
+    with _clear_errors():
+        db = _open_store(store)
+        records = db.runs(name, status="failed" if failed else None)
+        if not records:
+            known = ", ".join(db.counts()) or "(none)"
+            typer.echo(f"No {'failed ' if failed else ''}runs of {name!r} in {db.path} (experiments stored: {known}).")
+            return
+        for r in records:
+            config = ", ".join(f"{k}={v}" for k, v in r.config.items() if k != "seed")
+            typer.echo(f"{r.status:6} seed={r.seed} {config}  [{r.duration:.1f}s, {r.finished_at}, attempts "
+                       f"{r.attempts}]")
+            if r.error and failed:
+                typer.echo("    " + "\n    ".join(r.error.strip().splitlines()))
+
+
+@app.command()
+def ranks(
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Only the cells of this group, e.g. 'SO(3)'.")]
+    = None,
+    max_rank: Annotated[int | None, typer.Option("--max-rank", "-k", help="Only tensors of order at most K.")]
+    = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Only the cells that take seconds.")] = False,
+    all_cells: Annotated[bool, typer.Option("--all", help="Every cell, including those the thesis left blank.")]
+    = False,
+    executor: Annotated[str, typer.Option("--executor", "-e", help="local, process or ray.")] = "local",
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel runs (process and ray executors).")] = 2,
+    store: StoreOption = None,
+) -> None:
+    """Print the thesis' rank tables (A.1-A.8) as computed here, with the thesis value beside each cell."""
+    from symkit.cli.sweep import plan
+    from symkit.experiments.registry import get_experiment
+
+    with _clear_errors():
+        if quick and all_cells:
+            raise UsageError("choose one of --quick and --all")
+        try:
+            from symkit.experiments import ranks as ranks_module
+        except ImportError as exc:
+            raise UsageError(f"the rank tables are not available: {exc}") from None
+        exp = get_experiment("ranks")
+        tier = "quick" if quick else "all" if all_cells else "full"
+        points = ranks_module.select_points(tier=tier, group=group, max_rank=max_rank)
+        specs = plan(exp, points=points)
+        db = _open_store(store)
+        _run_and_summarise(exp, specs, db, executor, jobs, None, retry_failed=False, exit_on_failure=False)
+        typer.echo(ranks_module.tables_from_records(db.runs("ranks"), points))
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where the demo writes its store and reports.",
+                                      file_okay=False)] = Path("runs") / "demo",
+    experiments: Annotated[str | None, typer.Option(
+        "--experiments", help="Comma-separated experiments to run (default: the demo list).")] = None,
+    executor: Annotated[str, typer.Option("--executor", "-e", help="local, process or ray.")] = "process",
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel runs.")] = 2,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Start from an empty demo store.")] = False,
+) -> None:
+    """A short tour: run quick experiments end to end and write their reports (with plots) under --out."""
+    from symkit.cli.demo import run_demo
+
+    with _clear_errors():
+        names = [n.strip() for n in experiments.split(",") if n.strip()] if experiments else None
+        run_demo(out, names, executor=executor, jobs=jobs, fresh=fresh)
+
+
+def main() -> None:  # pragma: no cover - console entry alternative
+    """Run the command line (``python -m symkit.cli``)."""
+    app(prog_name="symkit")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,339 @@
+"""Aggregate stored runs over seeds and present them: a markdown or CSV table with the paper's numbers, and plots.
+
+Runs that share a config (all fields but the seed, i.e. one ``config_hash``) form a group. For each numeric metric
+the group shows the mean over seeds and its standard error (sample standard deviation over sqrt(n); blank for a
+single seed). Booleans count as 0/1 unless all seeds agree; strings and lists are shown when all seeds agree.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from symkit.experiments.registry import Experiment, PaperValue, Plot
+from symkit.store import RunRecord, canonical_json
+
+
+@dataclass
+class Group:
+    """The runs of one config, aggregated over seeds."""
+
+    config: dict[str, Any]
+    seeds: list[int]
+    mean: dict[str, Any] = field(default_factory=dict)
+    stderr: dict[str, float | None] = field(default_factory=dict)
+    paper: dict[str, PaperValue] = field(default_factory=dict)
+
+    def value(self, key: str) -> Any:
+        """A config field or, failing that, the aggregated metric ``key``."""
+        return self.config[key] if key in self.config else self.mean.get(key)
+
+    def as_row(self) -> dict[str, Any]:
+        """The plain-dict form handed to an experiment's ``summarize``."""
+        return {"config": dict(self.config), "n": len(self.seeds), "mean": dict(self.mean),
+                "stderr": dict(self.stderr)}
+
+
+@dataclass
+class Report:
+    """A finished report: its text and the plot files it wrote."""
+
+    text: str
+    plots: list[Path]
+    groups: list[Group]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if _is_number(a) and _is_number(b):
+        return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b or (not isinstance(a, bool) and not isinstance(b, bool) and str(a) == str(b))
+
+
+def _aggregate_values(values: list[Any]) -> tuple[Any, float | None]:
+    present = [v for v in values if v is not None]
+    if not present:
+        return None, None
+    if all(isinstance(v, bool) for v in present) and all(v == present[0] for v in present):
+        return present[0], None
+    if all(_is_number(v) or isinstance(v, bool) for v in present):
+        xs = [float(v) for v in present]
+        n = len(xs)
+        mean = sum(xs) / n
+        if n < 2 or any(math.isnan(x) or math.isinf(x) for x in xs):
+            return mean, None
+        var = sum((x - mean) ** 2 for x in xs) / (n - 1)
+        return mean, math.sqrt(var / n)
+    if all(_same(v, present[0]) for v in present):
+        return present[0], None
+    return "(varies: " + ", ".join(sorted({str(v) for v in present})) + ")", None
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    if value is None:
+        return (0, 0)
+    if _is_number(value) or isinstance(value, bool):
+        return (1, float(value))
+    return (2, canonical_json(value))
+
+
+def aggregate(experiment: Experiment, records: Sequence[RunRecord]) -> list[Group]:
+    """Group the ``ok`` records by config and aggregate their metrics over seeds; attach matching paper values."""
+    by_hash: dict[str, list[RunRecord]] = {}
+    for record in records:
+        if record.status == "ok" and record.metrics is not None:
+            by_hash.setdefault(record.config_hash, []).append(record)
+    groups = []
+    for runs in by_hash.values():
+        config = {k: v for k, v in runs[0].config.items() if k != "seed"}
+        group = Group(config=config, seeds=sorted(r.seed for r in runs))
+        names: dict[str, None] = {}
+        for run in runs:
+            names.update(dict.fromkeys(run.metrics or {}))
+        for name in names:
+            group.mean[name], group.stderr[name] = _aggregate_values([(r.metrics or {}).get(name) for r in runs])
+        for paper in experiment.paper:
+            if all(k in config and _same(config[k], v) for k, v in paper.where.items()):
+                group.paper[paper.metric] = paper
+        groups.append(group)
+    order = experiment.field_names()
+    groups.sort(key=lambda g: [_sort_key(g.config.get(k)) for k in order])
+    return groups
+
+
+def varying_keys(experiment: Experiment, groups: Sequence[Group]) -> list[str]:
+    """Config fields whose value differs between groups, in the config's field order."""
+    keys = []
+    for key in experiment.field_names():
+        if key == "seed":
+            continue
+        values = {canonical_json(g.config.get(key)) for g in groups}
+        if len(values) > 1:
+            keys.append(key)
+    return keys
+
+
+def _fmt(value: Any, stderr: float | None = None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, float):
+        text = str(int(value)) if value.is_integer() and abs(value) < 1e15 and stderr is None else f"{value:.4g}"
+    elif isinstance(value, (list, tuple)):
+        text = "[" + ", ".join(_fmt(v) for v in value) + "]"
+    else:
+        text = str(value)
+    if stderr is not None and stderr > 0:
+        text += f" ± {stderr:.2g}"
+    return text.replace("|", "\\|")
+
+
+def _metric_names(groups: Sequence[Group]) -> list[str]:
+    names: dict[str, None] = {}
+    for group in groups:
+        names.update(dict.fromkeys(group.mean))
+    return list(names)
+
+
+def markdown_table(experiment: Experiment, groups: Sequence[Group]) -> str:
+    """The aggregated groups as a markdown table, with a '(paper)' column after each metric the paper reports."""
+    keys = varying_keys(experiment, groups)
+    metrics = _metric_names(groups)
+    with_paper = {m for g in groups for m in g.paper}
+    header = [*keys, "seeds"]
+    for metric in metrics:
+        header.append(metric)
+        if metric in with_paper:
+            header.append(f"{metric} (paper)")
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for group in groups:
+        cells = [_fmt(group.config.get(k)) for k in keys] + [str(len(group.seeds))]
+        for metric in metrics:
+            cells.append(_fmt(group.mean.get(metric), group.stderr.get(metric)))
+            if metric in with_paper:
+                paper = group.paper.get(metric)
+                cells.append(_fmt(paper.value, paper.stderr) if paper else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def csv_table(experiment: Experiment, groups: Sequence[Group]) -> str:
+    """The aggregated groups as CSV: every config field, ``seeds`` (how many), and ``metric``, ``metric_se``, ``metric_paper``."""
+    keys = [k for k in experiment.field_names() if k != "seed"]
+    metrics = _metric_names(groups)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([*keys, "seeds", *[c for m in metrics for c in (m, f"{m}_se", f"{m}_paper")]])
+    for group in groups:
+        row: list[Any] = [canonical_json(group.config.get(k)) if isinstance(group.config.get(k), (list, dict))
+                          else group.config.get(k) for k in keys]
+        row.append(len(group.seeds))
+        for metric in metrics:
+            paper = group.paper.get(metric)
+            mean = group.mean.get(metric)
+            row += [canonical_json(mean) if isinstance(mean, (list, dict)) else mean,
+                    group.stderr.get(metric), paper.value if paper else None]
+        writer.writerow(["" if v is None else v for v in row])
+    return buffer.getvalue()
+
+
+def _plot_name(experiment: Experiment, plot: Plot, used: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{experiment.name}-{plot.y}-vs-{plot.x}")
+    name, i = base, 2
+    while name in used:
+        name, i = f"{base}-{i}", i + 1
+    used.add(name)
+    return name + ".png"
+
+
+def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path: Path) -> Path | None:
+    """Draw ``plot`` from the aggregated groups into ``path`` (PNG); ``None`` when no group has both x and y."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    rows = [g for g in groups
+            if g.value(plot.x) is not None and (_is_number(g.mean.get(plot.y)) or isinstance(g.mean.get(plot.y), bool))]
+    if not rows:
+        return None
+    split = [k for k in varying_keys(experiment, rows) if k not in (plot.x, plot.hue)]
+    series: dict[str, list[Group]] = {}
+    for group in rows:
+        parts = ([f"{plot.hue}={_fmt(group.config.get(plot.hue))}"] if plot.hue else [])
+        parts += [f"{k}={_fmt(group.config.get(k))}" for k in split]
+        series.setdefault(", ".join(parts), []).append(group)
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    categorical = plot.kind == "bar" or not all(_is_number(g.value(plot.x)) for g in rows)
+    categories = sorted({canonical_json(g.value(plot.x)) for g in rows},
+                        key=lambda c: _sort_key(next(g.value(plot.x) for g in rows
+                                                     if canonical_json(g.value(plot.x)) == c)))
+    width = 0.8 / max(1, len(series))
+    paper_labelled = False
+    for i, (label, members) in enumerate(sorted(series.items(), key=lambda kv: kv[0])):
+        label = label or "symkit (mean ± s.e.)"
+        members = sorted(members, key=lambda g: _sort_key(g.value(plot.x)))
+        ys = [float(g.mean[plot.y]) for g in members]
+        errs = [g.stderr.get(plot.y) or 0.0 for g in members]
+        if categorical:
+            xs = [categories.index(canonical_json(g.value(plot.x))) for g in members]
+        else:
+            xs = [float(g.value(plot.x)) for g in members]
+        color = f"C{i % 10}"
+        if plot.kind == "bar":
+            offsets = [x - 0.4 + width * (i + 0.5) for x in xs]
+            ax.bar(offsets, ys, width=width * 0.95, yerr=errs if any(errs) else None, color=color,
+                   label=label, capsize=3)
+            xs = offsets
+        elif plot.kind == "scatter":
+            ax.errorbar(xs, ys, yerr=errs if any(errs) else None, fmt="o", color=color, label=label,
+                        capsize=3, alpha=0.8)
+        else:
+            ax.errorbar(xs, ys, yerr=errs if any(errs) else None, fmt="-o", color=color, label=label,
+                        capsize=3)
+        paper = [(x, g.paper[plot.y].value) for x, g in zip(xs, members) if plot.y in g.paper]
+        if paper:
+            ax.plot([p[0] for p in paper], [p[1] for p in paper], linestyle="--" if plot.kind == "line" else "none",
+                    marker="s", markerfacecolor="none", color=color, label="paper" if not paper_labelled else None)
+            paper_labelled = True
+    if plot.diagonal:
+        lo, hi = ax.get_xlim()
+        lo2, hi2 = ax.get_ylim()
+        a, b = min(lo, lo2), max(hi, hi2)
+        ax.plot([a, b], [a, b], color="0.5", linestyle=":", linewidth=1, label="y = x")
+    if categorical:
+        ax.set_xticks(range(len(categories)))
+        ax.set_xticklabels([c.strip('"') for c in categories], rotation=30 if len(categories) > 6 else 0,
+                           ha="right" if len(categories) > 6 else "center")
+    if plot.logx and not categorical:
+        ax.set_xscale("log")
+    if plot.logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(plot.x)
+    ax.set_ylabel(plot.y)
+    ax.set_title(plot.title or f"{experiment.name}: {plot.y} against {plot.x}")
+    ax.grid(True, alpha=0.3, which="both")
+    handles, labels = ax.get_legend_handles_labels()
+    if labels:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def build_report(
+    experiment: Experiment,
+    records: Sequence[RunRecord],
+    fmt: str = "md",
+    plot_dir: Path | None = None,
+) -> Report:
+    """The report of ``experiment`` from its stored ``records``: text in ``fmt`` (``md`` or ``csv``), plots in
+    ``plot_dir`` (none drawn when it is ``None``)."""
+    if fmt not in ("md", "csv"):
+        raise ValueError(f"report format must be 'md' or 'csv', got {fmt!r}")
+    groups = aggregate(experiment, records)
+    failed = sum(1 for r in records if r.status == "failed")
+    plots: list[Path] = []
+    if plot_dir is not None and groups:
+        used: set[str] = set()
+        for plot in experiment.plots:
+            path = draw_plot(experiment, plot, groups, Path(plot_dir) / _plot_name(experiment, plot, used))
+            if path is not None:
+                plots.append(path)
+    if fmt == "csv":
+        return Report(csv_table(experiment, groups), plots, groups)
+
+    parts = [f"# {experiment.name}", "", experiment.description, "", f"Reproduces: {experiment.reproduces}", ""]
+    n_ok = sum(len(g.seeds) for g in groups)
+    parts.append(f"{n_ok} successful runs in {len(groups)} settings"
+                 + (f"; {failed} failed runs (see `symkit runs {experiment.name} --failed`)" if failed else "") + ".")
+    parts.append("")
+    if groups:
+        keys = set(varying_keys(experiment, groups))
+        fixed = {k: v for k, v in groups[0].config.items() if k not in keys}
+        if fixed:
+            parts += ["Settings shared by every row: " + ", ".join(f"{k}={_fmt(v)}" for k, v in fixed.items()), ""]
+        if experiment.summarize is not None:
+            parts += [experiment.summarize([g.as_row() for g in groups]).rstrip(), ""]
+        parts += [markdown_table(experiment, groups), ""]
+        parts.append("Values are means over seeds ± standard error.")
+        unmatched = [p for p in experiment.paper if not any(p.metric in g.paper and g.paper[p.metric] is p
+                                                             for g in groups)]
+        if unmatched:
+            parts += ["", "Paper values with no matching run here (run the full setup to compare):", ""]
+            for p in unmatched:
+                where = ", ".join(f"{k}={_fmt(v)}" for k, v in p.where.items()) or "any setting"
+                parts.append(f"- {p.metric} = {_fmt(p.value, p.stderr)} at {where}"
+                             + (f" ({p.source})" if p.source else ""))
+    if plots:
+        parts += ["", "Plots:", ""] + [f"![{p.stem}]({p.name})" for p in plots]
+    return Report("\n".join(parts).rstrip() + "\n", plots, groups)
+
+
+def paper_summary(paper: Sequence[PaperValue], limit: int = 3) -> str:
+    """A one-line summary of declared paper values (for ``symkit list``)."""
+    items = [f"{p.metric}={_fmt(p.value)}" + (f" [{p.source}]" if p.source else "") for p in paper[:limit]]
+    more = len(paper) - limit
+    return ", ".join(items) + (f", +{more} more" if more > 0 else "")
+
+
+def group_rows(groups: Sequence[Group]) -> list[Mapping[str, Any]]:
+    """The groups as plain dicts (see :meth:`Group.as_row`)."""
+    return [g.as_row() for g in groups]

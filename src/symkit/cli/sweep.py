@@ -1,0 +1,397 @@
+"""Plan a sweep, run the missing runs on an executor, and record every outcome in the store on the driver.
+
+Executors:
+
+- ``local``: in this process, one run after the other (an experiment's own inner progress bar shows here).
+- ``process``: a pool of ``jobs`` worker processes (started with ``spawn``; each gets ``cores // jobs`` torch threads).
+- ``ray``: one Ray task per run, on the cluster at ``ray_address`` or on a local Ray instance.
+
+Whatever the executor, workers only compute: the outcomes come back to the driver, which writes each one to the
+store in its own transaction as soon as it arrives. A sweep that is stopped (Ctrl-C, a killed process, a crashed
+worker) loses only the runs that were in flight; running the same command again runs only what is missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import socket
+import sys
+import time
+import traceback
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from symkit.experiments.registry import Experiment, import_experiment
+from symkit.store import Store, canonical_json, config_hash, to_jsonable
+from symkit.store.db import utc_now
+
+EXECUTORS = ("local", "process", "ray")
+
+
+class SweepError(RuntimeError):
+    """A sweep could not be planned or run (bad settings, a missing optional dependency, a dead worker pool)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run to do: the experiment, the module that registers it, and the full config (with its seed)."""
+
+    experiment: str
+    module: str | None
+    config: dict[str, Any]
+
+    @property
+    def seed(self) -> int:
+        return int(self.config["seed"])
+
+    @property
+    def config_hash(self) -> str:
+        return config_hash(self.config)
+
+    def label(self, keys: Sequence[str] = ()) -> str:
+        """A short description, ``k=v`` for the given config keys (and the seed)."""
+        parts = [f"{k}={self.config[k]}" for k in keys if k in self.config and k != "seed"]
+        return " ".join([*parts, f"seed={self.seed}"])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker sends back for one run."""
+
+    spec: RunSpec
+    metrics: dict[str, Any] | None
+    error: str | None
+    started_at: str
+    finished_at: str
+    duration: float
+    host: str
+
+
+@dataclass
+class SweepResult:
+    """Counts for one call of :func:`run_sweep`."""
+
+    total: int
+    already_ok: int = 0
+    already_failed: int = 0
+    ran: int = 0
+    failed: int = 0
+    interrupted: bool = False
+    failures: list[Outcome] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> int:
+        return self.already_ok + self.already_failed
+
+
+# -- planning ---------------------------------------------------------------------------------------------------
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0,1,2"``, ``"0-4"`` or a mix (``"0-2,7"``) as a list of ints."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1) if not part.startswith("-") else (part, "")
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                seeds.extend(range(a, b + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise SweepError(
+                f"bad --seeds value {text!r}: expected integers and ranges separated by commas, e.g. '0,1,2' or "
+                "'0-4'"
+            ) from None
+    if not seeds:
+        raise SweepError(f"bad --seeds value {text!r}: no seeds given")
+    return list(dict.fromkeys(seeds))
+
+
+def parse_assignments(experiment: Experiment, items: Sequence[str], option: str = "--set") -> dict[str, list[Any]]:
+    """Parse ``key=value`` (``--set``) or ``key=v1,v2`` (``--sweep``) items into typed values per config field."""
+    out: dict[str, list[Any]] = {}
+    for item in items:
+        if "=" not in item:
+            raise SweepError(
+                f"bad {option} {item!r}: expected key=value; valid keys for {experiment.name!r}: "
+                f"{', '.join(experiment.field_names())}"
+            )
+        key, text = (s.strip() for s in item.split("=", 1))
+        if key == "seed":
+            raise SweepError(f"bad {option} {item!r}: choose seeds with --seeds")
+        try:
+            if option == "--sweep":
+                values = [experiment.parse_setting(key, part) for part in text.split(",") if part.strip()]
+            else:
+                values = [experiment.parse_setting(key, text)]
+        except ValueError as exc:
+            raise SweepError(f"{option} {item!r}: {exc}") from None
+        if not values:
+            raise SweepError(f"bad {option} {item!r}: no value given")
+        out[key] = values
+    return out
+
+
+def _from_json(experiment: Experiment, values: Mapping[str, Any]) -> Any:
+    """Rebuild a config instance from its stored JSON dict (lists back to tuples where the field is a tuple)."""
+    types_ = experiment.field_types()
+    kwargs = {}
+    for key, value in values.items():
+        tp = types_.get(key)
+        origin = typing.get_origin(tp)
+        wants_tuple = tp is tuple or origin is tuple or (
+            origin in (typing.Union, getattr(types, "UnionType", None))
+            and any(a is tuple or typing.get_origin(a) is tuple for a in typing.get_args(tp))
+        )
+        kwargs[key] = tuple(value) if wants_tuple and isinstance(value, list) else value
+    return experiment.config(**kwargs)
+
+
+def plan(
+    experiment: Experiment,
+    quick: bool = False,
+    seeds: Sequence[int] | None = None,
+    settings: Mapping[str, Sequence[Any]] | None = None,
+    points: Sequence[Mapping[str, Any]] | None = None,
+) -> list[RunSpec]:
+    """The runs of a sweep: the experiment's grid (or ``points``), with ``settings`` overriding fields (several
+    values per field multiply the grid) and ``seeds`` replacing the grid's seeds."""
+    grid = [dict(p) for p in points] if points is not None else experiment.grid(quick)
+    settings = dict(settings or {})
+    for key, values in settings.items():
+        grid = [{**point, key: value} for point in grid for value in values]
+    if seeds is not None:
+        grid = [{**point, "seed": seed} for point in grid for seed in seeds]
+    specs: dict[tuple[str, int], RunSpec] = {}
+    module = getattr(experiment.run, "__module__", None)
+    for point in grid:
+        try:
+            config = experiment.make_config(quick=quick, **point)
+        except (TypeError, ValueError) as exc:
+            raise SweepError(f"experiment {experiment.name!r} rejected the settings {point}: {exc}") from None
+        values = to_jsonable(dataclasses.asdict(config))
+        spec = RunSpec(experiment.name, module, values)
+        specs.setdefault((spec.config_hash, spec.seed), spec)
+    return list(specs.values())
+
+
+# -- running one run (in any process) ---------------------------------------------------------------------------
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    if "numpy" in sys.modules:
+        import numpy as np
+
+        np.random.seed(seed % 2**32)
+    if "torch" in sys.modules:
+        import torch
+
+        torch.manual_seed(seed)
+
+
+def execute(spec: RunSpec) -> Outcome:
+    """Run one spec and return its outcome; an exception inside the run becomes a failed outcome."""
+    started, t0 = utc_now(), time.perf_counter()
+    metrics: dict[str, Any] | None = None
+    error: str | None = None
+    try:
+        experiment = import_experiment(spec.experiment, spec.module)
+        config = _from_json(experiment, spec.config)
+        _seed_everything(spec.seed)
+        result = experiment.run(config)
+        if not isinstance(result, Mapping):
+            raise TypeError(
+                f"run() of experiment {spec.experiment!r} returned {type(result).__name__}; expected a dict of "
+                "metrics"
+            )
+        metrics = to_jsonable(dict(result))
+        canonical_json(metrics)
+    except Exception:
+        metrics, error = None, traceback.format_exc()
+    return Outcome(spec, metrics, error, started, utc_now(), time.perf_counter() - t0, socket.gethostname())
+
+
+def _init_worker(threads: int) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is handled by the driver, which stops the pool
+    os.environ.setdefault("SYMKIT_PROGRESS", "0")
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+    else:  # read by torch when an experiment imports it
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+
+
+# -- executors: generators of outcomes, in completion order -----------------------------------------------------
+
+
+def _local(specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_start: Any = None) -> Iterator[Outcome]:
+    for spec in specs:
+        if on_start is not None:
+            on_start(spec)
+        yield execute(spec)
+
+
+def _process(
+    specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_start: Any = None
+) -> Iterator[Outcome]:
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    pool = ProcessPoolExecutor(
+        max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+        initargs=(threads,),
+    )
+    pending = set()
+    try:
+        pending = {pool.submit(execute, spec) for spec in specs}
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                try:
+                    yield future.result()
+                except BrokenProcessPool:
+                    raise SweepError(
+                        "a worker process died (killed, or crashed outside Python); the finished runs are stored, "
+                        "run the same command again to resume"
+                    ) from None
+    finally:
+        for future in pending:
+            future.cancel()
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(timeout=5)
+
+
+def _ray(specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_start: Any = None) -> Iterator[Outcome]:
+    try:
+        import ray
+    except ImportError:
+        raise SweepError(
+            "the ray executor needs Ray, the optional extra of symkit: pip install 'symkit[ray]'"
+        ) from None
+    started_here = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"address": ray_address} if ray_address else {"num_cpus": jobs}
+        ray.init(**kwargs, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        started_here = True
+    remote = ray.remote(num_cpus=1, max_retries=0)(execute)
+    window = max(2 * jobs, 2 * int(ray.cluster_resources().get("CPU", 1)))
+    queue = list(specs)
+    in_flight: dict[Any, RunSpec] = {}
+    try:
+        while queue or in_flight:
+            while queue and len(in_flight) < window:
+                spec = queue.pop(0)
+                in_flight[remote.remote(spec)] = spec
+            done, _ = ray.wait(list(in_flight), num_returns=1)
+            for ref in done:
+                spec = in_flight.pop(ref)
+                try:
+                    yield ray.get(ref)
+                except Exception as exc:  # the task died (worker crash, node lost): record it as failed
+                    now = utc_now()
+                    yield Outcome(spec, None, f"Ray task failed: {type(exc).__name__}: {exc}", now, now, 0.0, "")
+    finally:
+        for ref in in_flight:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # already finished or gone
+                pass
+        if started_here:
+            ray.shutdown()
+
+
+_EXECUTORS = {"local": _local, "process": _process, "ray": _ray}
+
+
+# -- the driver -------------------------------------------------------------------------------------------------
+
+
+def _show_progress() -> bool:
+    return os.environ.get("SYMKIT_PROGRESS", "1") != "0" and sys.stderr.isatty()
+
+
+def run_sweep(
+    experiment: Experiment,
+    specs: Sequence[RunSpec],
+    store: Store,
+    executor: str = "local",
+    jobs: int = 1,
+    ray_address: str | None = None,
+    retry_failed: bool = False,
+    progress: bool | None = None,
+) -> SweepResult:
+    """Run the specs that the store does not hold yet (and failed ones if ``retry_failed``), recording each outcome.
+
+    Returns the counts; on Ctrl-C the result has ``interrupted=True`` (the finished runs are stored).
+    """
+    if executor not in _EXECUTORS:
+        raise SweepError(f"unknown executor {executor!r}; valid executors: {', '.join(EXECUTORS)}")
+    if jobs < 1:
+        raise SweepError(f"--jobs must be at least 1, got {jobs}")
+    if ray_address and executor != "ray":
+        raise SweepError("--ray-address is only used with --executor ray")
+    stored = store.status_of(experiment.name)
+    result = SweepResult(total=len(specs))
+    todo = []
+    for spec in specs:
+        status = stored.get((spec.config_hash, spec.seed))
+        if status == "ok":
+            result.already_ok += 1
+        elif status == "failed" and not retry_failed:
+            result.already_failed += 1
+        else:
+            todo.append(spec)
+    if not todo:
+        return result
+
+    from tqdm.auto import tqdm
+
+    varying = sorted({k for s in todo for k in s.config if len({canonical_json(t.config.get(k)) for t in todo}) > 1})
+    show = _show_progress() if progress is None else progress
+    bar = tqdm(
+        total=len(specs), initial=len(specs) - len(todo), desc=experiment.name, unit="run", position=0,
+        disable=not show, dynamic_ncols=True,
+    )
+    def on_start(spec: RunSpec) -> None:
+        bar.set_postfix_str(f"running: {spec.label(varying)}")
+
+    outcomes = _EXECUTORS[executor](todo, jobs, ray_address, on_start)
+    try:
+        for outcome in outcomes:
+            store.record(
+                experiment.name, outcome.spec.config, outcome.metrics, error=outcome.error,
+                started_at=outcome.started_at, finished_at=outcome.finished_at, duration=outcome.duration,
+                host=outcome.host or None,
+            )
+            result.ran += 1
+            if outcome.error is not None:
+                result.failed += 1
+                result.failures.append(outcome)
+            bar.set_postfix_str(f"done: {outcome.spec.label(varying)}" + (" FAILED" if outcome.error else ""))
+            bar.update(1)
+    except KeyboardInterrupt:
+        result.interrupted = True
+    finally:
+        outcomes.close()
+        bar.close()
+    return result

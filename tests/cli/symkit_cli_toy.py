@@ -1,0 +1,71 @@
+"""A small experiment for the command-line and sweep tests (imported by tests and by worker subprocesses).
+
+Subprocesses find it through ``PYTHONPATH`` (this directory) and ``SYMKIT_EXPERIMENT_MODULES=symkit_cli_toy``.
+A run fails when its seed is ``fail_seed`` or is listed in ``$SYMKIT_TOY_FAIL_SEEDS`` (comma-separated). Each run
+appends ``<n> <seed> <pid>`` to the file named by ``$SYMKIT_TOY_LOG`` (when set), so tests can
+count how often each run was executed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from symkit.experiments.registry import Experiment, PaperValue, Plot, register
+
+NAME = "cli-toy"
+
+
+@dataclass
+class ToyConfig:
+    n: int = 10
+    scale: float = 1.0
+    fail_seed: int = -1  # the run with this seed raises
+    sleep: float = 0.0
+    tag: str = "a"
+    sizes: tuple[int, ...] = (1, 2)
+    seed: int = 0
+
+
+def run(config: ToyConfig) -> dict:
+    log = os.environ.get("SYMKIT_TOY_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{config.n} {config.seed} {os.getpid()}\n")
+    if config.sleep:
+        time.sleep(config.sleep)
+    fail_seeds = os.environ.get("SYMKIT_TOY_FAIL_SEEDS", "")
+    if config.seed == config.fail_seed or str(config.seed) in fail_seeds.split(","):
+        raise RuntimeError(f"toy failure on purpose (seed {config.seed})")
+    x = np.random.default_rng(config.seed).normal(size=config.n) * config.scale
+    return {
+        "mean": float(x.mean()),
+        "error": float(np.abs(x).mean() / math.sqrt(config.n)),
+        "n_used": config.n,
+        "positive": bool(x.mean() > 0),
+        "label": config.tag,
+        "sizes": list(config.sizes),
+    }
+
+
+EXPERIMENT = register(
+    Experiment(
+        name=NAME,
+        description="Mean of n Gaussian samples (a test fixture).",
+        reproduces="the 1/sqrt(n) law (Table 0 of no paper)",
+        config=ToyConfig,
+        run=run,
+        quick={"scale": 0.5},
+        sweep={"n": (10, 100, 1000), "seed": (0, 1, 2)},
+        quick_sweep={"n": (10, 100), "seed": (0, 1)},
+        paper=(
+            PaperValue("error", 0.08, where={"n": 100}, source="Table 0"),
+            PaperValue("error", 0.01, where={"n": 10000}, source="Table 0"),
+        ),
+        plots=(Plot(x="n", y="error", logx=True, logy=True, title="toy error against n"),),
+    )
+)

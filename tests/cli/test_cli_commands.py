@@ -1,0 +1,137 @@
+"""The ``symkit`` commands through typer's CliRunner: list, reproduce, report, runs, and their errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import sqlite3
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from symkit.cli.main import app
+from symkit.experiments.registry import all_experiments
+from symkit.store import Store
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def invoke(runner: CliRunner, *args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_list_shows_each_experiment_with_what_it_reproduces(runner, toy):
+    result = invoke(runner, "list")
+    assert result.exit_code == 0
+    for name, exp in all_experiments().items():
+        assert name in result.output and exp.description in result.output
+    assert "reproduces: the 1/sqrt(n) law" in result.output
+    assert "paper values: error=0.08 [Table 0]" in result.output
+
+
+def test_an_unknown_experiment_lists_the_valid_names(runner, toy, tmp_path):
+    for command in (["reproduce", "cli-tyo"], ["report", "cli-tyo"]):
+        result = invoke(runner, *command, "--store", str(tmp_path / "s.db"))
+        assert result.exit_code == 2
+        assert "no experiment named 'cli-tyo'; valid names:" in result.output
+        assert "cli-toy" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "n=many"], "bad value 'many' for setting 'n' of experiment 'cli-toy': expected int"),
+        (["--set", "colour=red"], "has no setting 'colour'; valid settings: n, scale, fail_seed, sleep, tag"),
+        (["--set", "n"], "expected key=value; valid keys for 'cli-toy': n, scale"),
+        (["--sweep", "scale=1,x"], "bad value 'x' for setting 'scale'"),
+        (["--seeds", "1..3"], "bad --seeds value '1..3'"),
+        (["--executor", "slurm"], "valid executors: local, process, ray"),
+    ],
+)
+def test_bad_reproduce_options_are_clear_errors(runner, toy, tmp_path, args, message):
+    result = invoke(runner, "reproduce", "cli-toy", "--quick", *args, "--store", str(tmp_path / "s.db"))
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "s.db").exists()  # nothing ran
+
+
+def test_reproduce_then_report_shows_means_stderrs_and_paper_values(runner, toy, tmp_path):
+    db, out = tmp_path / "s.db", tmp_path / "report"
+    result = invoke(runner, "reproduce", "cli-toy", "--quick", "--seeds", "0-2", "--store", str(db))
+    assert result.exit_code == 0, result.output
+    assert "6 runs in the sweep; 0 already stored, ran 6 (0 failed)" in result.output
+    again = invoke(runner, "reproduce", "cli-toy", "--quick", "--seeds", "0-2", "--store", str(db))
+    assert "6 already stored, ran 0" in again.output
+
+    result = invoke(runner, "report", "cli-toy", "--store", str(db), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "| n | seeds | mean | error | error (paper) |" in text
+    errors = [r.metrics["error"] for r in Store(db).runs("cli-toy") if r.config["n"] == 100]
+    mean, se = np.mean(errors), np.std(errors, ddof=1) / math.sqrt(len(errors))
+    assert f"| 100 | 3 | " in text and f"{mean:.4g} ± {se:.2g} | 0.08 |" in text
+    assert "error = 0.01 at n=10000 (Table 0)" in text  # a paper value no quick run matches
+    assert (out / "report.md").read_text() == text
+    png = out / "cli-toy-error-vs-n.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_as_csv_has_one_row_per_setting(runner, toy, tmp_path):
+    db = tmp_path / "s.db"
+    invoke(runner, "reproduce", "cli-toy", "--quick", "--store", str(db))
+    result = invoke(runner, "report", "cli-toy", "--format", "csv", "--store", str(db), "--out", str(tmp_path))
+    assert result.exit_code == 0
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [int(r["n"]) for r in rows] == [10, 100]
+    stored = {(r.config["n"], r.seed): r.metrics["mean"] for r in Store(db).runs("cli-toy")}
+    for row in rows:
+        n = int(row["n"])
+        assert float(row["mean"]) == pytest.approx((stored[(n, 0)] + stored[(n, 1)]) / 2)
+    assert rows[1]["error_paper"] == "0.08" and rows[0]["error_paper"] == ""
+
+
+def test_report_without_runs_says_what_to_do(runner, toy, tmp_path):
+    result = invoke(runner, "report", "cli-toy", "--store", str(tmp_path / "s.db"))
+    assert result.exit_code == 2
+    assert "no runs of 'cli-toy'" in result.output and "symkit reproduce cli-toy" in result.output
+
+
+def test_failed_runs_exit_nonzero_and_are_listed_with_their_error(runner, toy, tmp_path, monkeypatch):
+    db = tmp_path / "s.db"
+    monkeypatch.setenv("SYMKIT_TOY_FAIL_SEEDS", "1")
+    result = invoke(runner, "reproduce", "cli-toy", "--quick", "--store", str(db))
+    assert result.exit_code == 1
+    assert "ran 4 (2 failed)" in result.output and "--retry-failed" in result.output
+    listing = invoke(runner, "runs", "cli-toy", "--failed", "--store", str(db))
+    assert listing.output.count("failed seed=1") == 2
+    assert "RuntimeError: toy failure on purpose (seed 1)" in listing.output
+    monkeypatch.delenv("SYMKIT_TOY_FAIL_SEEDS")
+    retry = invoke(runner, "reproduce", "cli-toy", "--quick", "--retry-failed", "--store", str(db))
+    assert retry.exit_code == 0 and "2 already stored, ran 2 (0 failed)" in retry.output
+
+
+def test_a_corrupt_or_foreign_store_is_a_clear_error(runner, toy, tmp_path):
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(bytes(range(256)) * 64)
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE photos (path TEXT)")
+    for path, message in ((corrupt, "not a usable symkit results store"), (foreign, "not a symkit results store")):
+        for command in (["reproduce", "cli-toy", "--quick"], ["report", "cli-toy"], ["runs", "cli-toy"]):
+            result = invoke(runner, *command, "--store", str(path))
+            assert result.exit_code == 1, (command, result.output)
+            assert message in result.output and str(path) in result.output
+            assert "Traceback" not in result.output
+
+
+def test_help_lists_the_commands(runner):
+    result = invoke(runner, "--help")
+    assert result.exit_code == 0
+    for command in ("list", "reproduce", "report", "runs", "ranks", "demo"):
+        assert command in result.output

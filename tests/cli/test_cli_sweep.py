@@ -1,0 +1,125 @@
+"""Planning and running sweeps in-process: grids, seeds, settings, failures, retries, the process executor."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from symkit_cli_helpers import executions
+
+from symkit.cli.sweep import SweepError, parse_assignments, parse_seeds, plan, run_sweep
+from symkit.store import Store
+
+
+def test_plan_is_the_grid_with_quick_overrides(toy):
+    specs = plan(toy, quick=True)
+    assert sorted((s.config["n"], s.seed) for s in specs) == [(10, 0), (10, 1), (100, 0), (100, 1)]
+    assert all(s.config["scale"] == 0.5 for s in specs)  # the quick override
+    assert {s.config["n"] for s in plan(toy)} == {10, 100, 1000} and len(plan(toy)) == 9
+    assert all(s.config["scale"] == 1.0 for s in plan(toy))
+
+
+def test_seeds_and_settings_change_the_plan(toy):
+    specs = plan(toy, quick=True, seeds=[5, 6, 7], settings={"tag": ["b"], "n": [3]})
+    assert sorted((s.config["n"], s.seed, s.config["tag"]) for s in specs) == [(3, 5, "b"), (3, 6, "b"), (3, 7, "b")]
+    swept = plan(toy, quick=True, seeds=[0], settings=parse_assignments(toy, ["n=1,2,4"], "--sweep"))
+    assert sorted(s.config["n"] for s in swept) == [1, 2, 4]
+    # seeds share a config hash; settings do not
+    assert len({s.config_hash for s in specs}) == 1
+    assert len({s.config_hash for s in swept}) == 3
+
+
+def test_parse_seeds():
+    assert parse_seeds("0,1,2") == [0, 1, 2]
+    assert parse_seeds("0-3,7,2") == [0, 1, 2, 3, 7]
+    for bad in ("a", "3-1", ",", "1.5"):
+        with pytest.raises(SweepError, match="--seeds"):
+            parse_seeds(bad)
+
+
+def test_bad_settings_name_the_field_and_the_valid_ones(toy):
+    with pytest.raises(SweepError, match="no setting 'nn'; valid settings: n, scale"):
+        parse_assignments(toy, ["nn=3"])
+    with pytest.raises(SweepError, match="'n'.*expected int"):
+        parse_assignments(toy, ["n=ten"])
+    with pytest.raises(SweepError, match="expected key=value"):
+        parse_assignments(toy, ["n"])
+    with pytest.raises(SweepError, match="--seeds"):
+        parse_assignments(toy, ["seed=3"])
+    assert parse_assignments(toy, ["sizes=3,4", "scale=1e-2"]) == {"sizes": [(3, 4)], "scale": [0.01]}
+
+
+def test_a_sweep_runs_once_and_a_second_call_runs_nothing(toy, toy_log, tmp_path):
+    store = Store(tmp_path / "s.db")
+    specs = plan(toy, quick=True)
+    first = run_sweep(toy, specs, store)
+    assert (first.ran, first.failed, first.already_ok) == (4, 0, 0)
+    second = run_sweep(toy, specs, store)
+    assert (second.ran, second.already_ok) == (0, 4)
+    assert sorted(executions(toy_log)) == [(10, 0), (10, 1), (100, 0), (100, 1)]
+    rows = store.runs(toy.name)
+    assert len(rows) == 4 and all(r.status == "ok" for r in rows)
+    # the stored config rebuilds the dataclass, tuples included
+    assert all(r.config["sizes"] == [1, 2] and r.metrics["sizes"] == [1, 2] for r in rows)
+
+
+def test_a_failing_run_is_recorded_and_the_sweep_goes_on(toy, toy_log, tmp_path, monkeypatch):
+    store = Store(tmp_path / "s.db")
+    specs = plan(toy, quick=True)
+    monkeypatch.setenv("SYMKIT_TOY_FAIL_SEEDS", "0")
+    result = run_sweep(toy, specs, store)
+    assert (result.ran, result.failed) == (4, 2)
+    failed = store.runs(toy.name, status="failed")
+    assert sorted(r.config["n"] for r in failed) == [10, 100] and all(r.seed == 0 for r in failed)
+    assert all("toy failure on purpose (seed 0)" in r.error and r.metrics is None for r in failed)
+    assert len(store.runs(toy.name, status="ok")) == 2
+
+    # without --retry-failed the failures are left alone; with it, only they run again
+    assert run_sweep(toy, specs, store).ran == 0
+    monkeypatch.delenv("SYMKIT_TOY_FAIL_SEEDS")
+    before = len(executions(toy_log))
+    retry = run_sweep(toy, specs, store, retry_failed=True)
+    assert (retry.ran, retry.failed, retry.already_ok) == (2, 0, 2)
+    assert sorted(executions(toy_log)[before:]) == [(10, 0), (100, 0)]
+    rows = store.runs(toy.name)
+    assert len(rows) == 4 and all(r.status == "ok" for r in rows)
+    assert sorted(r.attempts for r in rows) == [1, 1, 2, 2]
+
+
+def test_a_run_returning_a_non_dict_is_a_recorded_failure(tmp_path):
+    from dataclasses import dataclass
+
+    from symkit.experiments.registry import Experiment, register
+
+    @dataclass
+    class C:
+        seed: int = 0
+
+    exp = register(Experiment("cli-test-bad-return", "returns a list", "nothing", C, run=lambda c: [1, 2]))
+    store = Store(tmp_path / "s.db")
+    result = run_sweep(exp, plan(exp), store)
+    assert result.failed == 1
+    assert "returned list; expected a dict of metrics" in store.runs(exp.name)[0].error
+
+
+def test_bad_executor_and_jobs_are_clear_errors(toy, tmp_path):
+    store = Store(tmp_path / "s.db")
+    with pytest.raises(SweepError, match="valid executors: local, process, ray"):
+        run_sweep(toy, plan(toy, quick=True), store, executor="slurm")
+    with pytest.raises(SweepError, match="--jobs must be at least 1"):
+        run_sweep(toy, plan(toy, quick=True), store, executor="process", jobs=0)
+
+
+def test_the_process_executor_stores_the_same_results_as_local(toy, toy_log, tmp_path):
+    specs = plan(toy, quick=True, seeds=[0, 1, 2])
+    local, pool = Store(tmp_path / "local.db"), Store(tmp_path / "pool.db")
+    run_sweep(toy, specs, local)
+    result = run_sweep(toy, specs, pool, executor="process", jobs=2)
+    assert (result.ran, result.failed) == (6, 0)
+
+    def table(store):
+        return {(r.config_hash, r.seed): (r.config, r.metrics, r.status) for r in store.runs(toy.name)}
+
+    assert table(pool) == table(local)
+    pids = Counter(line.split()[2] for line in toy_log.read_text().splitlines())
+    assert len(pids) >= 2  # the pool's runs happened outside this process

@@ -172,7 +172,8 @@ def markdown_table(experiment: Experiment, groups: Sequence[Group]) -> str:
 
 
 def csv_table(experiment: Experiment, groups: Sequence[Group]) -> str:
-    """The aggregated groups as CSV: every config field, ``seeds`` (how many), and ``metric``, ``metric_se``, ``metric_paper``."""
+    """The aggregated groups as CSV: every config field, ``seeds`` (how many), then ``metric``, ``metric_se`` and
+    ``metric_paper`` for each metric."""
     keys = [k for k in experiment.field_names() if k != "seed"]
     metrics = _metric_names(groups)
     buffer = io.StringIO()

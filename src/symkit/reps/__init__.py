@@ -1,1 +1,23 @@
-"""symkit.reps"""
+"""Representations: V, Scalar, T(p, q), duals, sums, products, hom-spaces, and their equivariant bases."""
+
+from symkit.reps.core import (
+    Block,
+    CustomRep,
+    Dual,
+    ProductRep,
+    PseudoScalar,
+    Rep,
+    Scalar,
+    ScalarRep,
+    SumRep,
+    T,
+    V,
+    Vector,
+)
+from symkit.reps.errors import equivariance_error
+from symkit.reps.solve import StructuredBasis, canonical_blocks, clear_memory_cache
+
+__all__ = [
+    "Rep", "V", "Vector", "Scalar", "ScalarRep", "T", "Dual", "SumRep", "ProductRep", "CustomRep", "PseudoScalar",
+    "Block", "StructuredBasis", "canonical_blocks", "clear_memory_cache", "equivariance_error",
+]

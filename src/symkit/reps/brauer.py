@@ -1,0 +1,290 @@
+"""Closed-form invariant tensors of the classical groups (first fundamental theorem of invariant theory).
+
+For a group preserving a bilinear form B (O(n), SO(n), the Lorentz groups, Sp(n)), the invariants of
+V^{⊗p} ⊗ (V*)^{⊗q} are spanned by Brauer diagrams: products over a perfect matching of the k = p + q slots of the
+invariant tensor B^{-1} in V ⊗ V, with B applied to the dual slots; the special groups (det = 1) add the
+Levi-Civita tensor on n slots times a matching of the rest. For U(n) and GL(n) the invariants pair each V slot with
+a V* slot by the identity (p = q); SU(n) and SL(n) add Levi-Civita tensors on groups of n slots of one kind.
+
+The diagrams span the invariant space but are linearly dependent when n is small (e.g. SO(3) T_8: 105 pairings
+span 91 dimensions); the rank and an orthonormal basis come from their Gram matrix. For matchings the Gram entries
+are traces around the loops formed by two diagrams, computed without building any vector; the rank of the integer
+Gram matrix is computed exactly (modular elimination), cross-checked by a float64 eigen-decomposition.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+__all__ = ["brauer_applicable", "brauer_diagrams", "brauer_basis", "brauer_rank", "levi_civita"]
+
+
+def brauer_applicable(G: object, kinds: Sequence[str]) -> bool:
+    """True when G carries closed-form metadata (`G.brauer`) and every slot is V ('V') or its dual ('D')."""
+    return getattr(G, "brauer", None) is not None and all(k in ("V", "D") for k in kinds)
+
+
+def _matchings(slots: Sequence[int]) -> Iterator[list[tuple[int, int]]]:
+    if not slots:
+        yield []
+        return
+    a = slots[0]
+    for i in range(1, len(slots)):
+        b = slots[i]
+        rest = list(slots[1:i]) + list(slots[i + 1 :])
+        for m in _matchings(rest):
+            yield [(a, b)] + m
+
+
+def _groups_of(slots: Sequence[int], n: int) -> Iterator[list[tuple[int, ...]]]:
+    """Partitions of `slots` (len divisible by n) into unordered groups of size n."""
+    if not slots:
+        yield []
+        return
+    a = slots[0]
+    for others in itertools.combinations(slots[1:], n - 1):
+        rest = [s for s in slots[1:] if s not in others]
+        for g in _groups_of(rest, n):
+            yield [(a,) + others] + g
+
+
+def _bijections(vs: Sequence[int], ds: Sequence[int]) -> Iterator[list[tuple[int, int]]]:
+    for p in itertools.permutations(ds):
+        yield list(zip(vs, p))
+
+
+def brauer_diagrams(G: object, kinds: Sequence[str]) -> list[tuple[list[tuple[int, int]], list[tuple[int, ...]]]]:
+    """Spanning diagrams as (pairs, epsilon groups) over slot indices 0..k-1."""
+    kind, _, special = G.brauer
+    n = G.d
+    k = len(kinds)
+    out = []
+    if kind == "form":
+        if k % 2 == 0:
+            for m in _matchings(list(range(k))):
+                out.append((m, []))
+        if special and k >= n and (k - n) % 2 == 0:
+            for eps in itertools.combinations(range(k), n):
+                rest = [s for s in range(k) if s not in eps]
+                for m in _matchings(rest):
+                    out.append((m, [eps]))
+    else:
+        vs = [i for i, t in enumerate(kinds) if t == "V"]
+        ds = [i for i, t in enumerate(kinds) if t == "D"]
+        diff = len(vs) - len(ds)
+        if diff == 0:
+            for m in _bijections(vs, ds):
+                out.append((m, []))
+        elif special and diff % n == 0:
+            big, small = (vs, ds) if diff > 0 else (ds, vs)
+            s = abs(diff) // n
+            for eps_slots in itertools.combinations(big, s * n):
+                rest = [x for x in big if x not in eps_slots]
+                for groups in _groups_of(list(eps_slots), n):
+                    pairs_src = (rest, small) if diff > 0 else (small, rest)
+                    for m in _bijections(*pairs_src):
+                        out.append((m, groups))
+    return out
+
+
+def levi_civita(n: int) -> np.ndarray:
+    """The Levi-Civita tensor of rank n (dense n^n)."""
+    eps = np.zeros((n,) * n)
+    for p in itertools.permutations(range(n)):
+        inv = sum(1 for i in range(n) for j in range(i + 1, n) if p[i] > p[j])
+        eps[p] = -1.0 if inv % 2 else 1.0
+    return eps
+
+
+def _legs(G: object, kinds: Sequence[str]) -> list[np.ndarray]:
+    kind, B, _ = G.brauer
+    n = G.d
+    if kind == "form":
+        return [np.eye(n) if t == "V" else np.asarray(B, dtype=float) for t in kinds]
+    return [np.eye(n) for _ in kinds]
+
+
+def _pair_matrix(G: object, kinds: Sequence[str], legs: list[np.ndarray], i: int, j: int) -> np.ndarray:
+    kind, B, _ = G.brauer
+    if kind == "form":
+        M = np.linalg.inv(np.asarray(B, dtype=float))
+        M = np.round(M, 12)
+        return legs[i] @ M @ legs[j].T
+    return np.eye(G.d)
+
+
+def _diagram_atoms(G: object, kinds: Sequence[str], diagram: tuple) -> list[tuple[tuple[int, ...], np.ndarray]]:
+    legs = _legs(G, kinds)
+    pairs, eps_groups = diagram
+    atoms = []
+    for i, j in pairs:
+        atoms.append(((i, j), _pair_matrix(G, kinds, legs, i, j)))
+    if eps_groups:
+        E = levi_civita(G.d)
+        for grp in eps_groups:
+            t = E
+            for ax, s in enumerate(grp):
+                if not np.allclose(legs[s], np.eye(G.d)):
+                    t = np.moveaxis(np.tensordot(legs[s], t, axes=([1], [ax])), 0, ax)
+            atoms.append((tuple(grp), t))
+    return atoms
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _diagram_vectors(G: object, kinds: Sequence[str], diagrams: list, fixed: tuple[int, ...] = ()) -> np.ndarray:
+    """Matrix (N', m) of the diagrams' tensors, restricted to entries whose first len(fixed) indices equal `fixed`."""
+    k = len(kinds)
+    n = G.d
+    s = len(fixed)
+    cols = []
+    for dgm in diagrams:
+        ops = []
+        subs = []
+        for slots, t in _diagram_atoms(G, kinds, dgm):
+            idx = tuple(fixed[sl] if sl < s else slice(None) for sl in slots)
+            ops.append(t[idx])
+            subs.append("".join(_LETTERS[sl] for sl in slots if sl >= s))
+        out = "".join(_LETTERS[sl] for sl in range(s, k))
+        expr = ",".join(subs) + "->" + out
+        v = np.einsum(expr, *ops, optimize=True) if ops else np.ones(())
+        cols.append(np.asarray(v, dtype=float).reshape(-1))
+    if not cols:
+        return np.zeros((n ** (k - s), 0))
+    return np.stack(cols, axis=1)
+
+
+def _loop_gram(G: object, kinds: Sequence[str], diagrams: list) -> np.ndarray:
+    """Gram matrix of matching-only diagrams: products of traces around the loops of each pair of diagrams."""
+    k = len(kinds)
+    legs = _legs(G, kinds)
+    Emat: dict[tuple[int, int], np.ndarray] = {}
+    for i in range(k):
+        for j in range(k):
+            if i < j:
+                Emat[(i, j)] = _pair_matrix(G, kinds, legs, i, j)
+    for (i, j), M in list(Emat.items()):
+        Emat[(j, i)] = M.T
+    partners = []
+    for pairs, _ in diagrams:
+        p = np.empty(k, dtype=int)
+        for i, j in pairs:
+            p[i], p[j] = j, i
+        partners.append(p)
+    m = len(diagrams)
+    gram = np.zeros((m, m))
+    trace_cache: dict[tuple, float] = {}
+    for a in range(m):
+        pa = partners[a]
+        for b in range(a, m):
+            pb = partners[b]
+            seen = np.zeros(k, dtype=bool)
+            val = 1.0
+            for s0 in range(k):
+                if seen[s0]:
+                    continue
+                walk = []
+                s = s0
+                while True:
+                    seen[s] = True
+                    t = int(pa[s])
+                    seen[t] = True
+                    u = int(pb[t])
+                    walk.append((s, t, u))
+                    s = u
+                    if s == s0:
+                        break
+                key = tuple(walk)
+                tr = trace_cache.get(key)
+                if tr is None:
+                    P = np.eye(G.d)
+                    for s_, t_, u_ in walk:
+                        P = P @ Emat[(s_, t_)] @ Emat[(t_, u_)]
+                    tr = float(np.trace(P))
+                    trace_cache[key] = tr
+                val *= tr
+                if val == 0:
+                    break
+            gram[a, b] = gram[b, a] = val
+    return gram
+
+
+def _rank_mod_p(M: np.ndarray, p: int = 2_147_483_629) -> int:
+    """Rank of an integer matrix over GF(p) (equal to the rational rank unless p divides a minor)."""
+    A = np.mod(np.round(M).astype(np.int64), p)
+    rows, cols = A.shape
+    r = 0
+    for c in range(cols):
+        if r == rows:
+            break
+        piv = np.nonzero(A[r:, c])[0]
+        if len(piv) == 0:
+            continue
+        i = r + piv[0]
+        if i != r:
+            A[[r, i]] = A[[i, r]]
+        inv = pow(int(A[r, c]), p - 2, p)
+        A[r] = (A[r] * inv) % p
+        f = A[:, c].copy()
+        f[r] = 0
+        nzr = np.nonzero(f)[0]
+        if len(nzr):
+            # (A[i] - f_i * A[r]) mod p, in two halves to stay inside int64
+            prod = (f[nzr, None] * (A[r][None, :] % 65536)) % p
+            prod = (prod + ((f[nzr, None] * (A[r][None, :] // 65536)) % p) * 65536) % p
+            A[nzr] = (A[nzr] - prod) % p
+        r += 1
+    return r
+
+
+def _gram_rank(gram: np.ndarray) -> int:
+    if gram.shape[0] == 0:
+        return 0
+    w = np.linalg.eigvalsh(gram)
+    r_float = int(np.sum(w > 1e-9 * max(1.0, w.max())))
+    if np.allclose(gram, np.round(gram)) and np.abs(gram).max() < 2**62:
+        r_exact = _rank_mod_p(gram)
+        return r_exact
+    return r_float
+
+
+def brauer_rank(G: object, kinds: Sequence[str], max_chunk: int = 2_000_000) -> int:
+    """Rank of the invariant subspace of the given slots, from the Gram matrix of the spanning diagrams."""
+    diagrams = brauer_diagrams(G, kinds)
+    if not diagrams:
+        return 0
+    if all(not e for _, e in diagrams):
+        return _gram_rank(_loop_gram(G, kinds, diagrams))
+    k = len(kinds)
+    n = G.d
+    N = n**k
+    s = 0
+    while s < k and (N // n**s) * len(diagrams) > max_chunk:
+        s += 1
+    gram = np.zeros((len(diagrams), len(diagrams)))
+    for fixed in itertools.product(range(n), repeat=s):
+        Tm = _diagram_vectors(G, kinds, diagrams, fixed)
+        gram += Tm.T @ Tm
+    return _gram_rank(gram)
+
+
+def brauer_basis(G: object, kinds: Sequence[str]) -> np.ndarray:
+    """Orthonormal basis (n^k, r) of the invariant tensors, as combinations of the spanning diagrams."""
+    diagrams = brauer_diagrams(G, kinds)
+    N = G.d ** len(kinds)
+    if not diagrams:
+        return np.zeros((N, 0))
+    Tm = _diagram_vectors(G, kinds, diagrams)
+    gram = Tm.T @ Tm
+    r = _gram_rank(gram)
+    w, U = np.linalg.eigh(gram)
+    idx = np.argsort(w)[::-1][:r]
+    Q = Tm @ (U[:, idx] / np.sqrt(w[idx]))
+    # one re-orthonormalisation step (Q stays inside the span of exact invariants)
+    L = np.linalg.cholesky(Q.T @ Q)
+    Q = np.linalg.solve(L, Q.T).T
+    return np.ascontiguousarray(Q)

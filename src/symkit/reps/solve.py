@@ -1,0 +1,372 @@
+"""Equivariant bases of arbitrary reps: canonical blocks (eq. 2.8), per-group segments, and three solver paths.
+
+A rep is flattened into canonical blocks (sorted tensor products of leaves, with the positions of every copy).
+Each distinct block is solved once. Inside a block, the leaves of different groups of a direct product are solved
+separately and combined as Q_a ⊗ Q_b (§A.1.7). Each single-group segment is solved by
+
+* ``orbit``: exact 0/1 orbit indicators for permutation groups acting on tensor powers of V (integer, sparse);
+* ``brauer``: closed-form invariant tensors of the classical groups (`symkit.reps.brauer`);
+* ``dense``: float64 eigen-decomposition of the sparse constraint Gram matrix, for blocks up to DENSE_MAX;
+* ``iterative``: only lazy Kronecker products / sums (`symkit.linalg.operators`), with a growing block size.
+
+``method="auto"`` picks them in that order. Results are cached in memory and (when slow to compute) on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator, aslinearoperator
+
+from symkit.groups.base import Group
+from symkit.linalg.cache import cache_get, cache_key, cache_put
+from symkit.linalg.nullspace import dense_nullspace, iterative_nullspace
+from symkit.linalg.operators import KronOp, KronSumOp
+from symkit.linalg.orbits import orbit_basis, orbit_count
+from symkit.reps.brauer import brauer_applicable, brauer_basis, brauer_rank
+from symkit.reps.core import Block, Dual, Rep, Vector
+
+__all__ = [
+    "DENSE_MAX", "METHODS", "canonical_blocks", "segment_methods", "StructuredBasis", "structured_basis",
+    "equivariant_basis", "equivariant_projector", "rank", "clear_memory_cache",
+]
+
+#: largest block dimension solved by the dense path under method="auto"
+DENSE_MAX = int(os.environ.get("SYMKIT_DENSE_MAX", "2500"))
+METHODS = ("auto", "orbit", "brauer", "dense", "iterative")
+#: blocks that take longer than this (seconds) to solve are stored in the on-disk cache
+DISK_CACHE_MIN_SECONDS = 0.2
+
+_MEM: dict[tuple, Any] = {}
+_LOCK = threading.Lock()
+
+
+def clear_memory_cache() -> None:
+    """Forget every basis solved in this process (the on-disk cache is kept)."""
+    with _LOCK:
+        _MEM.clear()
+
+
+# ---------------------------------------------------------------------------------------------- canonical blocks
+def _leaf_sort_key(leaf: Any) -> tuple:
+    G = leaf.G
+    gname = G.name if G is not None else ""
+    kind = 0 if isinstance(leaf, Vector) else (1 if isinstance(leaf, Dual) and isinstance(leaf.base, Vector) else 2)
+    return (gname, G.fingerprint() if G is not None else "", kind, repr(leaf))
+
+
+def canonical_blocks(rep: Rep) -> list[Block]:
+    """The blocks of `rep` with leaves sorted (axes of `pos` transposed to match), equal blocks merged, ordered by
+    their first position."""
+    if not isinstance(rep, Rep):
+        raise TypeError(f"expected a Rep, got {type(rep).__name__}")
+    if not rep.is_bound:
+        raise ValueError(f"{rep!r} is not bound to a group; call it with a group first, e.g. rep(SO(3))")
+    merged: dict[tuple, list] = {}
+    order: list[tuple] = []
+    for b in rep.blocks():
+        leaves = b.leaves
+        perm = sorted(range(len(leaves)), key=lambda i: _leaf_sort_key(leaves[i]))
+        lc = tuple(leaves[i] for i in perm)
+        pos = b.pos
+        if perm != list(range(len(leaves))):
+            shape = (b.mult,) + tuple(leaf.size for leaf in leaves)
+            pos = pos.reshape(shape).transpose((0,) + tuple(1 + i for i in perm)).reshape(b.mult, -1)
+        key = tuple(x._key() for x in lc)
+        if key not in merged:
+            merged[key] = [lc, []]
+            order.append(key)
+        merged[key][1].append(pos)
+    out = [Block(merged[k][0], np.concatenate(merged[k][1], axis=0)) for k in order]
+    out.sort(key=lambda b: int(b.pos.min()) if b.pos.size else 0)
+    return out
+
+
+def _segments(leaves: tuple) -> list[tuple[Group, tuple]]:
+    segs: list[tuple[Group, list]] = []
+    for leaf in leaves:
+        if segs and segs[-1][0] == leaf.G:
+            segs[-1][1].append(leaf)
+        else:
+            segs.append((leaf.G, [leaf]))
+    return [(G, tuple(ls)) for G, ls in segs]
+
+
+def _kinds(G: Group, leaves: tuple) -> list[str] | None:
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, Vector) and leaf.G == G:
+            out.append("V")
+        elif isinstance(leaf, Dual) and isinstance(leaf.base, Vector) and leaf.base.G == G:
+            out.append("D")
+        else:
+            return None
+    return out
+
+
+def segment_methods(G: Group, leaves: tuple) -> list[str]:
+    """Solver paths that apply to the tensor product of `leaves` (all of group G), best first."""
+    kinds = _kinds(G, leaves)
+    out = []
+    if kinds is not None and G.is_permutation:
+        out.append("orbit")
+    if kinds is not None and brauer_applicable(G, kinds):
+        out.append("brauer")
+    out += ["dense", "iterative"]
+    return out
+
+
+def _pick(G: Group, leaves: tuple, method: str) -> str:
+    if method not in METHODS:
+        raise ValueError(f"unknown solver method {method!r}; expected one of {METHODS}")
+    ok = segment_methods(G, leaves)
+    if method == "auto":
+        if ok[0] in ("orbit", "brauer"):
+            return ok[0]
+        size = int(np.prod([leaf.size for leaf in leaves]))
+        return "dense" if size <= DENSE_MAX else "iterative"
+    if method not in ok:
+        raise ValueError(
+            f"solver method {method!r} does not apply to {'⊗'.join(map(repr, leaves))} of {G}; applicable: {ok}"
+        )
+    return method
+
+
+# ---------------------------------------------------------------------------------------------- constraints
+def _constraints(G: Group, leaves: tuple, lazy: bool) -> tuple[list, int, type]:
+    sizes = [leaf.size for leaf in leaves]
+    N = int(np.prod(sizes))
+    gens = [[leaf.rho(h) for leaf in leaves] for h in G.discrete_generators]
+    algs = [[leaf.drho(A) for leaf in leaves] for A in G.lie_algebra]
+    cplx = G.is_complex or any(np.iscomplexobj(m) for ms in gens + algs for m in ms)
+    dtype = np.complex128 if cplx else np.float64
+    cons: list = []
+    for ms in gens:
+        if lazy:
+            cons.append(aslinearoperator(KronOp(ms)) - aslinearoperator(sp.identity(N, dtype=dtype, format="csr")))
+        else:
+            K = sp.csr_matrix(np.ones((1, 1)))
+            for m in ms:
+                m = np.where(np.abs(m) < 1e-14, 0, m)
+                K = sp.kron(K, sp.csr_matrix(m), format="csr")
+            C = (K - sp.identity(N, format="csr")).tocsr()
+            C.eliminate_zeros()
+            cons.append(C)
+    for ms in algs:
+        if not any(np.any(m) for m in ms):
+            continue
+        if lazy:
+            cons.append(KronSumOp(ms))
+        else:
+            from symkit.linalg.operators import kronsum_sparse
+
+            cons.append(kronsum_sparse([np.where(np.abs(m) < 1e-14, 0, m) for m in ms]))
+    return cons, N, dtype
+
+
+def _disk_key(G: Group, leaves: tuple, method: str, what: str) -> str:
+    return cache_key(what, method, G.fingerprint(), G.name, "|".join(repr(x) + str(x.size) for x in leaves))
+
+
+def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
+    """want='basis' -> Q (dense ndarray or sparse); want='rank' -> int."""
+    m = _pick(G, leaves, method)
+    key = (G._key(), tuple(x._key() for x in leaves), m, want)
+    with _LOCK:
+        if key in _MEM:
+            return _MEM[key]
+    if want == "rank":
+        if m == "orbit":
+            res: Any = orbit_count(G.perm_generators, len(leaves))
+        elif m == "brauer":
+            dk = _disk_key(G, leaves, m, "rank")
+            hit = cache_get(dk)
+            if hit is not None and hit.shape == (1,):
+                res = int(hit[0])
+            else:
+                t0 = time.perf_counter()
+                res = brauer_rank(G, _kinds(G, leaves))
+                if time.perf_counter() - t0 > DISK_CACHE_MIN_SECONDS:
+                    cache_put(dk, np.array([res], dtype=np.int64))
+        else:
+            res = _solve_segment(G, leaves, m, "basis").shape[1]
+    else:
+        if m == "orbit":
+            res = orbit_basis(G.perm_generators, len(leaves))
+        else:
+            dk = _disk_key(G, leaves, m, "basis")
+            hit = cache_get(dk)
+            N = int(np.prod([x.size for x in leaves]))
+            if hit is not None and hit.ndim == 2 and hit.shape[0] == N:
+                res = hit
+            else:
+                t0 = time.perf_counter()
+                if m == "brauer":
+                    res = brauer_basis(G, _kinds(G, leaves))
+                elif m == "dense":
+                    cons, N, dtype = _constraints(G, leaves, lazy=False)
+                    res = dense_nullspace(cons, N, dtype)
+                else:
+                    cons, N, dtype = _constraints(G, leaves, lazy=True)
+                    res = iterative_nullspace(cons, N, dtype)
+                if time.perf_counter() - t0 > DISK_CACHE_MIN_SECONDS:
+                    cache_put(dk, res)
+    with _LOCK:
+        _MEM[key] = res
+    return res
+
+
+def _block_basis(leaves: tuple, method: str) -> Any:
+    if not leaves:
+        return np.ones((1, 1))
+    Q: Any = None
+    for G, ls in _segments(leaves):
+        q = _solve_segment(G, ls, method, "basis")
+        if Q is None:
+            Q = q
+        elif sp.issparse(Q) or sp.issparse(q):
+            Q = sp.kron(sp.csr_matrix(Q), sp.csr_matrix(q), format="csc")
+        else:
+            Q = np.kron(Q, q)
+    return Q
+
+
+def _block_rank(leaves: tuple, method: str) -> int:
+    if not leaves:
+        return 1
+    r = 1
+    for G, ls in _segments(leaves):
+        r *= int(_solve_segment(G, ls, method, "rank"))
+        if r == 0:
+            return 0
+    return r
+
+
+# ---------------------------------------------------------------------------------------------- assembled bases
+@dataclass
+class StructuredBasis:
+    """Q of a whole rep, kept as one small basis per distinct block plus the positions of every copy.
+
+    `parts` holds (pos (m, s), Q_b (s, r_b)); the full Q has, for copy c of block b, the rows pos[c] filled with Q_b.
+    """
+
+    size: int
+    parts: list[tuple[np.ndarray, Any]]
+    dtype: type
+
+    @property
+    def rank(self) -> int:
+        return int(sum(pos.shape[0] * Q.shape[1] for pos, Q in self.parts))
+
+    def to_dense(self) -> np.ndarray:
+        out = np.zeros((self.size, self.rank), dtype=self.dtype)
+        off = 0
+        for pos, Q in self.parts:
+            m, r = pos.shape[0], Q.shape[1]
+            if r == 0:
+                continue
+            Qd = Q.toarray() if sp.issparse(Q) else Q
+            cols = off + np.arange(m * r).reshape(m, r)
+            out[pos[:, :, None], cols[:, None, :]] = Qd[None, :, :]
+            off += m * r
+        return out
+
+    def to_sparse(self) -> sp.csc_matrix:
+        rows, cols, vals = [], [], []
+        off = 0
+        for pos, Q in self.parts:
+            m, r = pos.shape[0], Q.shape[1]
+            if r == 0:
+                continue
+            Qc = sp.coo_matrix(Q)
+            for c in range(m):
+                rows.append(pos[c][Qc.row])
+                cols.append(off + c * r + Qc.col)
+                vals.append(Qc.data)
+            off += m * r
+        if not rows:
+            return sp.csc_matrix((self.size, 0), dtype=self.dtype)
+        return sp.csc_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(self.size, self.rank)
+        )
+
+    def project(self, X: np.ndarray) -> np.ndarray:
+        """P X = Q Q^H X for X of shape (size,) or (size, k), block by block."""
+        X = np.asarray(X)
+        vec = X.ndim == 1
+        X2 = X[:, None] if vec else X
+        if X2.shape[0] != self.size:
+            raise ValueError(f"projector of size {self.size} applied to an array with {X2.shape[0]} rows")
+        out = np.zeros(X2.shape, dtype=np.result_type(self.dtype, X2.dtype))
+        k = X2.shape[1]
+        for pos, Q in self.parts:
+            if Q.shape[1] == 0:
+                continue
+            m, s = pos.shape
+            xb = X2[pos]  # (m, s, k)
+            xb = np.moveaxis(xb, 1, 0).reshape(s, m * k)
+            coef = Q.conj().T @ xb
+            yb = Q @ coef
+            yb = np.asarray(yb).reshape(s, m, k)
+            out[pos] = np.moveaxis(yb, 0, 1)
+        return out[:, 0] if vec else out
+
+
+class Projector(LinearOperator):
+    """The lazy equivariant projector P = Q Q^H of a rep (apply with ``P @ x``; ``to_dense()`` for the matrix)."""
+
+    def __init__(self, basis: StructuredBasis) -> None:
+        self.basis = basis
+        super().__init__(dtype=np.dtype(basis.dtype), shape=(basis.size, basis.size))
+
+    def _matmat(self, X: np.ndarray) -> np.ndarray:
+        return self.basis.project(X)
+
+    def _matvec(self, x: np.ndarray) -> np.ndarray:
+        return self.basis.project(np.asarray(x).reshape(-1))
+
+    def _adjoint(self) -> Projector:
+        return self
+
+    def to_dense(self) -> np.ndarray:
+        return self.basis.project(np.eye(self.shape[0], dtype=self.dtype))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.to_dense()
+        return out if dtype is None else out.astype(dtype)
+
+
+def structured_basis(rep: Rep, method: str = "auto") -> StructuredBasis:
+    """Basis of `rep` as a StructuredBasis (see `Rep.equivariant_basis`)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown solver method {method!r}; expected one of {METHODS}")
+    blocks = canonical_blocks(rep)
+    parts = []
+    cplx = False
+    for b in blocks:
+        Q = _block_basis(b.leaves, method)
+        cplx = cplx or np.iscomplexobj(Q.data if sp.issparse(Q) else Q)
+        parts.append((b.pos, Q))
+    return StructuredBasis(rep.size, parts, np.complex128 if cplx else np.float64)
+
+
+def equivariant_basis(rep: Rep, method: str = "auto", sparse: bool = False) -> Any:
+    sb = structured_basis(rep, method)
+    return sb.to_sparse() if sparse else sb.to_dense()
+
+
+def equivariant_projector(rep: Rep, method: str = "auto") -> Projector:
+    return Projector(structured_basis(rep, method))
+
+
+def rank(rep: Rep, method: str = "auto") -> int:
+    """Sum over canonical blocks of multiplicity x block rank (no basis is built for orbit / Brauer blocks)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown solver method {method!r}; expected one of {METHODS}")
+    return int(sum(b.mult * _block_rank(b.leaves, method) for b in canonical_blocks(rep)))

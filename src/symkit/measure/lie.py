@@ -1,0 +1,288 @@
+"""Lie derivatives and the local equivariance error (LEE) of any torch model on images (thesis Sec. 4.2-4.4).
+
+For a one-parameter flow ``T_t`` (see :mod:`symkit.measure.transforms`) the Lie derivative of a model ``f`` is
+
+    L f(x) = d/dt|_{t=0}  rho_out(t)^{-1} f(T_t x)                                          (Eq. 4.3)
+
+where ``rho_out`` is the action on the output: trivial for logits or probabilities (invariance), ``T_t`` itself
+for image outputs, and ``T_t`` on the spatial tokens of a vision transformer (class / distillation tokens
+transform trivially). LEE is its squared norm per output dimension averaged over the data (Eq. 4.4).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.autograd.forward_ad as fwAD
+from torch import Tensor, nn
+
+from symkit.measure._fwad import LinearLayerTangents
+from symkit.measure.transforms import ImageFlow, get_transform
+
+Action = Callable[[Tensor, Tensor], Tensor]
+OutputSpec = Literal["auto", "invariant", "image", "tokens"] | Action
+Method = Literal["jvp", "func_jvp", "double_vjp"]
+Reduction = Literal["mean_sq", "mean_abs"]
+OUTPUT_KINDS = ("auto", "invariant", "image", "tokens")
+
+
+def progress_enabled() -> bool:
+    """Whether progress bars are shown (off when ``SYMKIT_PROGRESS=0``)."""
+    return os.environ.get("SYMKIT_PROGRESS", "1") != "0"
+
+
+def token_grid(n_tokens: int) -> tuple[int, int] | None:
+    """``(extra, side)`` when ``n_tokens = side**2 + extra`` with ``extra`` in {0, 1, 2} and ``side >= 2``."""
+    for extra in (0, 1, 2):
+        side = math.isqrt(max(n_tokens - extra, 0))
+        if side >= 2 and side * side == n_tokens - extra:
+            return extra, side
+    return None
+
+
+def tensor_kind(z: Tensor) -> str:
+    """How ``"auto"`` reads a tensor: ``"image"`` (B, C, H, W), ``"tokens"`` (B, N, C) with N a square (+1 or +2),
+    ``"invariant"`` otherwise."""
+    if z.ndim == 4:
+        return "image"
+    if z.ndim == 3 and token_grid(z.shape[1]) is not None:
+        return "tokens"
+    return "invariant"
+
+
+def act_tokens(flow: ImageFlow, z: Tensor, t: Tensor) -> Tensor:
+    """Apply ``flow`` at ``t`` to the spatial tokens of ``z`` (B, N, C); leading class/distillation tokens are fixed."""
+    grid = token_grid(z.shape[1])
+    if z.ndim != 3 or grid is None:
+        raise ValueError(f"tokens must be (B, N, C) with N = s*s (+1 or +2), got shape {tuple(z.shape)}")
+    extra, side = grid
+    B, _, C = z.shape
+    spatial = z[:, extra:].transpose(1, 2).reshape(B, C, side, side)
+    moved = flow.apply(spatial, t).reshape(B, C, side * side).transpose(1, 2)
+    return torch.cat([z[:, :extra], moved], dim=1) if extra else moved
+
+
+def act(flow: ImageFlow, z: Tensor, t: Tensor, kind: str) -> Tensor:
+    """``rho(t) z`` for a tensor of the given kind (``"image"``, ``"tokens"`` or ``"invariant"``)."""
+    if kind == "invariant":
+        return z
+    if kind == "image":
+        if z.ndim != 4:
+            raise ValueError(f"an 'image' output must be (B, C, H, W), got shape {tuple(z.shape)}")
+        return flow.apply(z, t)
+    if kind == "tokens":
+        return act_tokens(flow, z, t)
+    raise ValueError(f"unknown tensor kind {kind!r}; expected one of {OUTPUT_KINDS[1:]}")
+
+
+def _output_action(flow: ImageFlow, output: OutputSpec) -> Callable[[Tensor, Tensor], Tensor]:
+    """The map ``(z, t) -> rho_out(t)^{-1} z``."""
+    if callable(output):
+        return output
+    if output not in OUTPUT_KINDS:
+        raise ValueError(f"output must be one of {OUTPUT_KINDS} or a callable (z, t) -> z, got {output!r}")
+
+    def back(z: Tensor, t: Tensor) -> Tensor:
+        kind = tensor_kind(z) if output == "auto" else output
+        return act(flow, z, -t, kind)
+
+    return back
+
+
+def _first_tensor(out: object, model: object) -> Tensor:
+    if isinstance(out, Tensor):
+        return out
+    raise TypeError(f"model {type(model).__name__} must return a tensor, got {type(out).__name__}")
+
+
+def transformed_model(
+    model: Callable[[Tensor], Tensor], x: Tensor, transform: str | ImageFlow, output: OutputSpec = "auto"
+) -> Callable[[Tensor], Tensor]:
+    """``t -> rho_out(t)^{-1} model(T_t x)``, the curve whose derivative at 0 is the Lie derivative."""
+    flow = get_transform(transform)
+    back = _output_action(flow, output)
+
+    def curve(t: Tensor) -> Tensor:
+        return back(_first_tensor(model(flow.apply(x, t)), model), t)
+
+    return curve
+
+
+def lie_derivative(
+    model: Callable[[Tensor], Tensor],
+    x: Tensor,
+    transform: str | ImageFlow,
+    *,
+    output: OutputSpec = "auto",
+    method: Method = "jvp",
+) -> Tensor:
+    """Lie derivative ``L f(x) = d/dt rho_out(t)^{-1} f(T_t x)`` at ``t = 0`` (Eq. 4.3), shaped like ``f(x)``.
+
+    ``transform``: a name from ``TRANSFORM_NAMES`` or an :class:`ImageFlow`. ``output``: ``"auto"`` (images and
+    square token grids transform back, everything else is invariant), ``"invariant"``, ``"image"``, ``"tokens"``, or a
+    callable ``(z, t) -> rho_out(t)^{-1} z``. ``method="jvp"`` is one forward-mode pass (``torch.autograd.forward_ad``
+    with cheaper convolution / eval batch-norm tangent rules); ``"func_jvp"`` uses ``torch.func.jvp`` (composes with
+    other ``torch.func`` transforms); ``"double_vjp"`` is the reference code's two reverse-mode passes (for models
+    without forward-mode support). The result stays differentiable in the model's parameters when grad mode is on.
+    """
+    if not isinstance(x, Tensor) or not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got {type(x).__name__}")
+    curve = transformed_model(model, x, transform, output)
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    if method == "jvp":
+        try:
+            with fwAD.dual_level(), LinearLayerTangents():
+                y = curve(fwAD.make_dual(zero, torch.ones_like(zero)))
+                tangent = fwAD.unpack_dual(y).tangent
+        except NotImplementedError as err:
+            raise NotImplementedError(
+                f"{type(model).__name__} uses an operation without forward-mode AD ({err}); use method='double_vjp'"
+            ) from err
+        return torch.zeros_like(y) if tangent is None else tangent
+    if method == "func_jvp":
+        _, tangent = torch.func.jvp(curve, (zero,), (torch.ones_like(zero),))
+        return tangent
+    if method == "double_vjp":
+        keep_graph = torch.is_grad_enabled()
+        with torch.enable_grad():
+            t = zero.clone().requires_grad_(True)
+            y = curve(t)
+            if not y.requires_grad:
+                return torch.zeros_like(y)
+            v = torch.zeros_like(y, requires_grad=True)
+            (g,) = torch.autograd.grad(y, t, v, create_graph=True, allow_unused=True)
+            if g is None or not g.requires_grad:
+                return torch.zeros_like(y)
+            (out,) = torch.autograd.grad(g, v, torch.ones_like(g), create_graph=keep_graph, allow_unused=True)
+        return torch.zeros_like(y) if out is None else (out if keep_graph else out.detach())
+    raise ValueError(f"method must be 'jvp', 'func_jvp' or 'double_vjp', got {method!r}")
+
+
+@dataclass
+class LEEResult:
+    """LEE of one model under one transform: ``value`` = mean of ``per_sample``, ``stderr`` its standard error."""
+
+    value: float
+    stderr: float
+    per_sample: Tensor
+    transform: str
+    reduction: str
+    on: str
+
+    def __float__(self) -> float:
+        return self.value
+
+
+def reduce_lie(L: Tensor, reduction: Reduction = "mean_sq") -> Tensor:
+    """Per-sample reduction of a Lie derivative (B, ...): ``"mean_sq"`` = ||L f||^2 / dim (Eq. 4.4, the thesis) or
+    ``"mean_abs"`` = mean |L f| (the reference code's ``e2e_lee.py``)."""
+    flat = L.reshape(L.shape[0], -1)
+    if reduction == "mean_sq":
+        return flat.pow(2).mean(1)
+    if reduction == "mean_abs":
+        return flat.abs().mean(1)
+    raise ValueError(f"reduction must be 'mean_sq' or 'mean_abs', got {reduction!r}")
+
+
+def _batches(data: Tensor | Iterable, batch_size: int | None) -> Iterable[Tensor]:
+    if isinstance(data, Tensor):
+        if batch_size is None or batch_size >= data.shape[0]:
+            yield data
+        else:
+            yield from data.split(batch_size)
+        return
+    for item in data:
+        xb = item[0] if isinstance(item, (tuple, list)) else item
+        if not isinstance(xb, Tensor):
+            raise TypeError(f"batches must be tensors or (x, y) tuples, got {type(item).__name__}")
+        yield xb
+
+
+def with_scores(model: Callable[[Tensor], Tensor], on: str) -> Callable[[Tensor], Tensor]:
+    """``softmax(model(x))`` over dim 1 for ``on="probs"``, ``model`` itself for ``"logits"``."""
+    if on == "logits":
+        return model
+    if on != "probs":
+        raise ValueError(f"on must be 'probs' or 'logits', got {on!r}")
+
+    def probs(x: Tensor) -> Tensor:
+        z = _first_tensor(model(x), model)
+        if z.ndim != 2:
+            raise ValueError(
+                f"on='probs' needs (B, K) class scores, but {type(model).__name__} returned shape {tuple(z.shape)}; "
+                "use on='logits' for other outputs"
+            )
+        return torch.softmax(z, dim=1)
+
+    return probs
+
+
+def lee(
+    model: Callable[[Tensor], Tensor],
+    data: Tensor | Iterable,
+    transform: str | ImageFlow,
+    *,
+    output: OutputSpec = "auto",
+    on: Literal["probs", "logits"] = "probs",
+    reduction: Reduction = "mean_sq",
+    method: Method = "jvp",
+    batch_size: int | None = None,
+) -> LEEResult:
+    """Local equivariance error ``E_x ||L f(x)||^2 / dim V_out`` (Eq. 4.4) with per-sample values and stderr.
+
+    ``data``: a tensor of images or an iterable of batches / (x, y) pairs. ``on="probs"`` measures the softmax
+    probabilities (thesis App. A.3.1.3), ``"logits"`` the raw output. ``reduction="mean_abs"`` gives the reference
+    code's mean absolute value instead. Runs without building a graph.
+    """
+    flow = get_transform(transform)
+    f = with_scores(model, on)
+    values = []
+    with torch.no_grad():
+        for xb in _batches(data, batch_size):
+            values.append(reduce_lie(lie_derivative(f, xb, flow, output=output, method=method), reduction))
+    per = torch.cat(values).detach()
+    n = per.shape[0]
+    stderr = float(per.std(unbiased=True) / math.sqrt(n)) if n > 1 else float("nan")
+    return LEEResult(float(per.mean()), stderr, per, flow.name, reduction, on)
+
+
+def lee_table(
+    model: Callable[[Tensor], Tensor],
+    data: Tensor | Iterable,
+    transforms: Iterable[str | ImageFlow],
+    **kwargs: object,
+) -> dict[str, LEEResult]:
+    """:func:`lee` for several transforms, keyed by transform name."""
+    from tqdm.auto import tqdm
+
+    flows = [get_transform(t) for t in transforms]
+    out: dict[str, LEEResult] = {}
+    for flow in tqdm(flows, desc="LEE", disable=not progress_enabled(), leave=False):
+        out[flow.name] = lee(model, data, flow, **kwargs)  # type: ignore[arg-type]
+    return out
+
+
+def lie_derivative_penalty(
+    model: nn.Module | Callable[[Tensor], Tensor],
+    x: Tensor,
+    transforms: Iterable[str | ImageFlow] = ("translate_x", "translate_y", "rotate"),
+    *,
+    output: OutputSpec = "auto",
+    on: Literal["probs", "logits"] = "logits",
+) -> Tensor:
+    """Differentiable regulariser ``sum_X mean_x ||L_X f(x)||^2 / dim`` over the given generators.
+
+    This is the infinitesimal form of consistency regularisation (thesis Eq. A.12):
+    ``E ||f(T_a x) - f(T_b x)||^2 ~= 2 sigma^2 ||L f||^2`` for small centred ``a, b`` with variance ``sigma^2``.
+    Backpropagates into the model's parameters (reverse over forward mode).
+    """
+    f = with_scores(model, on)
+    total = x.new_zeros(())
+    for t in transforms:
+        total = total + reduce_lie(lie_derivative(f, x, t, output=output), "mean_sq").mean()
+    return total

@@ -1,1 +1,19 @@
-"""symkit.marglik"""
+"""symkit.marglik: Laplace marginal likelihood with Kronecker-factored GGN curvature (KFAC)."""
+
+from symkit.marglik.kfac import KronBlock, KronCurvature, exact_ggn, fit_kfac
+from symkit.marglik.laplace import (
+    KronLaplace,
+    PriorGroup,
+    effective_layer_types,
+    expand_prior_precision,
+    map_penalty,
+    path_diagnostics,
+    prior_groups,
+)
+from symkit.marglik.training import MarglikConfig, MarglikResult, accuracy, hyper_update_epochs, train_marglik
+
+__all__ = [
+    "KronBlock", "KronCurvature", "KronLaplace", "MarglikConfig", "MarglikResult", "PriorGroup", "accuracy",
+    "effective_layer_types", "exact_ggn", "expand_prior_precision", "fit_kfac", "hyper_update_epochs",
+    "map_penalty", "path_diagnostics", "prior_groups", "train_marglik",
+]

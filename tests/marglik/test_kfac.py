@@ -1,0 +1,164 @@
+"""KFAC exactness, the Kronecker log-determinant, marginal-likelihood gradients, MacKay's fixed point, schedule."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from symkit.marglik import KronLaplace, exact_ggn, fit_kfac, hyper_update_epochs, path_diagnostics, prior_groups
+from symkit.nn.relaxed import FactoredFC2d, KLinear, RelaxedCNN, SparseFC2d, SpatialFC2d
+
+
+class _Net(nn.Module):
+    def __init__(self, first: nn.Module, width: int, k: int) -> None:
+        super().__init__()
+        self.first, self.head = first, KLinear(width, k)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.first(x)).flatten(1))
+
+
+def _check_exact(model, x, y, names, likelihood):
+    model = model.double()
+    curv = fit_kfac(model, [(x, y)], likelihood=likelihood)
+    params = dict(model.named_parameters())
+    for name in names:
+        ggn = exact_ggn(model, x, [params[name]], likelihood=likelihood)
+        torch.testing.assert_close(curv.block(name).dense(), ggn, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("likelihood,k", [("regression", 1), ("classification", 4)])
+def test_kfac_is_exact_for_one_datum_without_weight_sharing(likelihood, k):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 2, 3, 3, dtype=torch.float64, generator=g)
+    y = torch.randn(1, k, dtype=torch.float64) if likelihood == "regression" else torch.tensor([1])
+    _check_exact(_Net(SpatialFC2d(2, 3, 3, generator=g), 27, k), x, y,
+                 ["first.weight", "first.bias", "head.weight", "head.bias"], likelihood)
+    # F-FC: θ₂ has no sharing when C = 1, θ₁ none when C' = 1 (App. C.1)
+    _check_exact(_Net(FactoredFC2d(1, 3, 3, generator=g), 27, k), x[:, :1], y, ["first.theta2"], likelihood)
+    _check_exact(_Net(FactoredFC2d(2, 1, 3, generator=g), 9, k), x, y, ["first.theta1", "first.bias1"], likelihood)
+    # S-FC: the same with anchor values, through the basis projection (App. C.2)
+    _check_exact(_Net(SparseFC2d(1, 2, 3, generator=g), 18, k), x[:, :1], y, ["first.u2"], likelihood)
+
+
+def test_kfac_with_sharing_is_psd_and_differs_from_exact():
+    g = torch.Generator().manual_seed(1)
+    model = _Net(FactoredFC2d(2, 3, 3, generator=g), 27, 2).double()
+    x = torch.randn(4, 2, 3, 3, dtype=torch.float64, generator=g)
+    curv = fit_kfac(model, [(x, torch.randn(4, 2, dtype=torch.float64))], likelihood="regression")
+    blk = curv.block("first.theta2")
+    assert blk.A.shape == (2, 9, 9) and blk.G.shape == (3, 3)  # input factor block-diagonal over c, dim C·HW
+    dense = blk.dense()
+    assert torch.linalg.eigvalsh(dense).min() > -1e-10
+    exact = exact_ggn(model, x, [model.first.theta2], likelihood="regression")
+    assert (dense - exact).abs().max() > 1e-6  # the approximation is not exact with sharing over c
+
+
+def test_kronecker_log_determinant_identity():
+    g = torch.Generator().manual_seed(2)
+    a = torch.randn(4, 6, dtype=torch.float64, generator=g)
+    b = torch.randn(3, 5, dtype=torch.float64, generator=g)
+    A, G = a @ a.T, b @ b.T
+    delta = 0.37
+    lhs = torch.logdet(torch.kron(G, A) + delta * torch.eye(12, dtype=torch.float64))
+    la, lg = torch.linalg.eigvalsh(A), torch.linalg.eigvalsh(G)
+    rhs = torch.log(torch.outer(lg, la) + delta).sum()
+    torch.testing.assert_close(lhs, rhs, rtol=1e-12, atol=1e-12)
+    ev = torch.linalg.eigvalsh(torch.kron(G, A))
+    torch.testing.assert_close(ev, torch.sort(torch.outer(lg, la).flatten()).values, rtol=1e-10, atol=1e-10)
+
+
+def _fitted(seed=0, structure="tensor"):
+    torch.manual_seed(seed)
+    model = RelaxedCNN(1, 3, alpha=1, size=4, layer_type="ffc+conv", seed=seed).double()
+    x = torch.randn(6, 1, 4, 4, dtype=torch.float64)
+    y = torch.randint(0, 3, (6,))
+    curv = fit_kfac(model, [(x[:3], y[:3]), (x[3:], y[3:])])
+    groups = prior_groups(model, curv, structure)
+    return model, curv, groups, KronLaplace(model, curv, groups)
+
+
+def test_marglik_matches_dense_formula_and_its_gradient():
+    model, curv, groups, lap = _fitted()
+    log_delta = torch.linspace(-1.0, 1.0, len(groups), dtype=torch.float64, requires_grad=True)
+    value = lap.neg_log_marglik(log_delta)
+    value.backward()
+    # dense reference: same blocks, explicit log-determinants
+    delta = log_delta.detach().exp()
+    params = dict(model.named_parameters())
+    gi = {n: i for i, grp in enumerate(groups) for n in grp.params}
+    ref = curv.nll
+    grad = torch.zeros(len(groups), dtype=torch.float64)
+    for b in curv.blocks:
+        d = delta[gi[b.name]]
+        H = b.dense() + d * torch.eye(b.numel, dtype=torch.float64)
+        th2 = float(params[b.name].detach().pow(2).sum())
+        ref = ref + 0.5 * d * th2 - 0.5 * b.numel * math.log(d) + 0.5 * torch.logdet(H)
+        # dL/dlogδ = δ [½|θ|² − P/(2δ) + ½ tr(H⁻¹)]
+        grad[gi[b.name]] += d * (0.5 * th2 - 0.5 * b.numel / d + 0.5 * torch.linalg.inv(H).trace())
+    torch.testing.assert_close(value.detach(), torch.as_tensor(float(ref) / curv.n_data, dtype=torch.float64),
+                               rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(log_delta.grad, grad / curv.n_data, rtol=1e-8, atol=1e-10)
+
+
+def test_mackay_fixed_point_and_effective_parameter_bounds():
+    model, curv, groups, lap = _fitted(1, "path")
+    log_delta = torch.zeros(len(groups), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([log_delta], lr=1.0, max_iter=200, tolerance_grad=1e-12, tolerance_change=1e-15)
+
+    def closure():
+        opt.zero_grad()
+        loss = lap.neg_log_marglik(log_delta)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    gamma = lap.effective_parameters(log_delta)
+    delta = log_delta.detach().exp()
+    torch.testing.assert_close(delta * lap.theta_sq, gamma, rtol=1e-5, atol=1e-7)  # δ_l |θ_l|² = γ_l
+    assert bool(((gamma >= 0) & (gamma <= lap.sizes)).all())
+    larger = lap.effective_parameters(log_delta.detach() + 1.0)
+    assert bool((larger < gamma).all())  # γ decreases with δ
+    rows = path_diagnostics(lap, log_delta)
+    for layer in {r["layer"] for r in rows}:
+        assert sum(r["relative"] for r in rows if r["layer"] == layer) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_path_switched_off_by_large_precision():
+    model, curv, groups, lap = _fitted(2, "path")
+    log_delta = torch.zeros(len(groups), dtype=torch.float64)
+    fc = [i for i, g in enumerate(groups) if g.symmetry == "fc"]
+    log_delta[fc] = 30.0
+    gamma = lap.effective_parameters(log_delta)
+    assert float(gamma[fc].sum()) < 1e-6
+    rows = path_diagnostics(lap, log_delta)
+    assert all(r["relative"] < 1e-6 for r in rows if r["path"] == "ffc")
+
+
+def test_mc_curvature_is_unbiased_for_the_output_factor():
+    g = torch.Generator().manual_seed(3)
+    model = _Net(SpatialFC2d(1, 2, 2, generator=g), 8, 3).double()
+    x = torch.randn(5, 1, 2, 2, dtype=torch.float64, generator=g)
+    y = torch.randint(0, 3, (5,))
+    exact = fit_kfac(model, [(x, y)]).block("head.weight").G
+    mc = fit_kfac(model, [(x, y)], mc_samples=4000, seed=0).block("head.weight").G
+    torch.testing.assert_close(mc, exact, rtol=0.1, atol=0.02 * float(exact.abs().max()))
+
+
+def test_schedule_matches_the_paper():
+    assert len(hyper_update_epochs(4000, 10, 5)) == 799
+    assert hyper_update_epochs(4000, 10, 5)[:2] == [10, 15]
+    assert hyper_update_epochs(100, 101, 5) == []
+
+
+def test_bad_arguments():
+    model, curv, groups, lap = _fitted()
+    with pytest.raises(ValueError, match="log_prior_prec"):
+        lap.neg_log_marglik(torch.zeros(len(groups) + 1))
+    with pytest.raises(ValueError, match="likelihood"):
+        fit_kfac(model, [], likelihood="poisson")
+    with pytest.raises(ValueError, match="prior structure"):
+        prior_groups(model, curv, "layer")
+    with pytest.raises(ValueError, match="no recorded layers"):
+        fit_kfac(nn.Linear(3, 2), [(torch.zeros(1, 3), torch.tensor([0]))])

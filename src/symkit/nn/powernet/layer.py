@@ -1,0 +1,240 @@
+"""PowerLayer: a Laurent polynomial in one or more base matrices as a layer (paper §3.1–3.2)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from symkit.nn.powernet.bases import Base
+
+__all__ = ["PowerLayer", "power_set"]
+
+_BIAS = ("channel", "full", None)
+_COMBINE = ("product", "sum")
+
+
+def _per_base(name: str, value: int | Sequence[int], nb: int) -> list[int]:
+    values = [value] * nb if isinstance(value, int) and not isinstance(value, bool) else list(value)
+    if len(values) != nb or any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+        raise ValueError(f"{name} must be an int or a sequence of {nb} ints (one per base), got {value!r}")
+    return values
+
+
+def power_set(kernel_size: int | Sequence[int], num_bases: int, combine: str = "product") -> list[tuple[int, ...]]:
+    """The multi-index set ``K`` of a PowerLayer from per-base odd kernel sizes ``k_b`` (powers ``-K_b..K_b``).
+
+    ``combine="product"``: every ``(i_1, ..., i_m)`` in the product of the ranges (``prod k_b`` terms; with two
+    shifts this is a ``k_1 x k_2`` convolution kernel, §3.5). ``combine="sum"``: the identity plus the non-zero powers
+    of each base on its own (``1 + sum (k_b - 1)`` terms), i.e. one Laurent series per base, summed.
+    """
+    if combine not in _COMBINE:
+        raise ValueError(f"combine must be one of {_COMBINE}, got {combine!r}")
+    sizes = _per_base("kernel_size", kernel_size, num_bases)
+    for k in sizes:
+        if k < 1 or k % 2 == 0:
+            raise ValueError(f"kernel sizes must be odd positive ints (powers -K..K), got {kernel_size!r}")
+    ranges = [range(-(k // 2), k // 2 + 1) for k in sizes]
+    if combine == "product":
+        return [tuple(t) for t in itertools.product(*ranges)]
+    out = [(0,) * num_bases]
+    for b, r in enumerate(ranges):
+        for i in r:
+            if i != 0:
+                t = [0] * num_bases
+                t[b] = i
+                out.append(tuple(t))
+    return out
+
+
+class _GatherTerms(torch.autograd.Function):
+    """``x[..., table]`` viewed as ``(..., K, d)``; backward gathers with the inverse tables and sums over K."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, table: torch.Tensor, table_inv: torch.Tensor, k: int) -> torch.Tensor:  # noqa: ANN001
+        ctx.save_for_backward(table_inv)
+        ctx.k = k
+        return x.index_select(-1, table).unflatten(-1, (k, x.shape[-1]))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # noqa: ANN001
+        (table_inv,) = ctx.saved_tensors
+        k, d = grad.shape[-2], grad.shape[-1]
+        g = grad.reshape(*grad.shape[:-2], k * d)
+        offsets = (torch.arange(k, device=grad.device) * d).repeat_interleave(d)
+        return g.index_select(-1, table_inv + offsets).unflatten(-1, (k, d)).sum(-2), None, None, None
+
+
+class PowerLayer(nn.Module):
+    """``y^(o) = sum_{c, (i,...,q) in K} theta^(o,c)_{i...q} A^{i D_A} ... Z^{q D_Z} x^(c) + b^(o)``, then ``sigma``.
+
+    The weight matrix of each channel pair is a truncated Laurent series in the base matrices (paper §3.2, with
+    dilation ``D`` from §3.4). The forward pass never forms a ``d x d`` weight: it builds the stack of terms
+    ``A^i ... Z^q x`` by repeated matrix-vector products (one per power step and base, shared by all output channels)
+    and mixes the stack with the coefficients. Terms apply the last base first: ``A^i B^j x = A^i (B^j x)``.
+
+    Args:
+        bases: one :class:`Base` or a sequence of bases of the same size ``d``.
+        in_channels, out_channels: channel counts.
+        kernel_size: odd int or one per base; powers ``-(k-1)/2 .. (k-1)/2``. Ignored when ``powers`` is given.
+        powers: explicit multi-index set ``K`` (tuples of ints, one entry per base).
+        dilation: int or one per base; power ``i`` of base ``A`` means ``A^{i D}``.
+        combine: ``"product"`` or ``"sum"`` (see :func:`power_set`).
+        bias: ``"channel"`` (one scalar per output channel; invariant under every base that fixes constants),
+            ``"full"`` (a ``d``-vector per output channel, as in the paper) or ``None``.
+        activation: optional pointwise module applied last (``sigma``).
+        generator: ``torch.Generator`` for the initial coefficients (``N(0, 2 / (c_in |K|))``).
+
+    Input ``(N, c_in, d)`` or ``(N, c_in, h, w)`` with ``h w = d``; output has the same trailing shape.
+    """
+
+    def __init__(
+        self,
+        bases: Base | Sequence[Base],
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | Sequence[int] = 5,
+        *,
+        powers: Sequence[Sequence[int]] | None = None,
+        dilation: int | Sequence[int] = 1,
+        combine: str = "product",
+        bias: str | None = "channel",
+        activation: nn.Module | None = None,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        base_list = [bases] if isinstance(bases, Base) else list(bases) if isinstance(bases, Sequence) else None
+        if not base_list or not all(isinstance(b, Base) for b in base_list):
+            raise TypeError(f"bases must be a Base or a non-empty sequence of Base objects, got {bases!r}")
+        sizes = {b.size for b in base_list}
+        if len(sizes) != 1:
+            raise ValueError(f"all bases must have the same size, got sizes {[b.size for b in base_list]}")
+        for name, c in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+                raise ValueError(f"{name} must be a positive int, got {c!r}")
+        if bias not in _BIAS:
+            raise ValueError(f"bias must be one of {_BIAS}, got {bias!r}")
+        nb = len(base_list)
+        if powers is None:
+            power_list = power_set(kernel_size, nb, combine)
+        else:
+            power_list = [tuple(p) for p in powers]
+            if not power_list or any(len(p) != nb or not all(isinstance(i, int) for i in p) for p in power_list):
+                raise ValueError(f"powers must be a non-empty list of {nb}-tuples of ints, got {powers!r}")
+            if len(set(power_list)) != len(power_list):
+                raise ValueError(f"powers contains duplicates: {powers!r}")
+        dil = _per_base("dilation", dilation, nb)
+        if any(d < 1 for d in dil):
+            raise ValueError(f"dilation must be >= 1, got {dilation!r}")
+
+        self.size = base_list[0].size
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.dilation = tuple(dil)
+        self.power_list = power_list
+        self.bases = nn.ModuleList(base_list)
+        # one step per base: M^D (its inverse M^-D is stored with it), built once, only for dilation D > 1
+        self.steps = nn.ModuleList(base if d == 1 else base.power(d) for base, d in zip(base_list, dil))
+        self.register_buffer("powers", torch.tensor(power_list, dtype=torch.long), persistent=False)
+        # permutation bases only: every term is a permutation, so the whole stack is one gather with an index table
+        if all(b.is_permutation for b in base_list):
+            table = self._term_table()
+            self.register_buffer("table", table.reshape(-1), persistent=False)
+            self.register_buffer("table_inv", torch.argsort(table, dim=1).reshape(-1), persistent=False)
+        else:
+            self.table = None
+
+        factory = {"dtype": dtype} if dtype is not None else {}
+        k = len(power_list)
+        std = math.sqrt(2.0 / (in_channels * k))
+        w = torch.randn(out_channels, in_channels, k, generator=generator, dtype=torch.float64) * std
+        self.weight = nn.Parameter(w.to(dtype or torch.get_default_dtype()))
+        self.bias_mode = bias
+        if bias == "channel":
+            self.bias = nn.Parameter(torch.zeros(out_channels, **factory))
+        elif bias == "full":
+            self.bias = nn.Parameter(torch.zeros(out_channels, self.size, **factory))
+        else:
+            self.register_parameter("bias", None)
+        self.activation = activation
+
+    @property
+    def num_terms(self) -> int:
+        """``|K|``, the number of coefficients per channel pair."""
+        return len(self.power_list)
+
+    def _step(self, b: int, x: torch.Tensor, up: bool) -> torch.Tensor:
+        return self.steps[b].step(x, inverse=not up)
+
+    def _term_table(self) -> torch.Tensor:
+        """``(|K|, d)`` indices with ``(A^i ... Z^q x)[a] = x[table[k, a]]`` (permutation bases only)."""
+        idx = torch.arange(self.size, dtype=torch.float64)
+        return self._terms_generic(idx).round().long()
+
+    def terms(self, x: torch.Tensor) -> torch.Tensor:
+        """The stack ``[A^{i D_A} ... Z^{q D_Z} x]_{(i..q) in K}`` of shape ``(..., |K|, d)`` for ``x`` ``(..., d)``.
+
+        For general bases, shared suffixes are computed once: the last base is applied first, by repeated steps
+        from power 0. When every base is a permutation the stack is a single gather with a precomputed index table.
+        """
+        if self.table is not None:
+            return _GatherTerms.apply(x, self.table, self.table_inv, self.num_terms)
+        return self._terms_generic(x)
+
+    def _terms_generic(self, x: torch.Tensor) -> torch.Tensor:
+        nb = len(self.bases)
+        cache: dict[tuple[int, ...], torch.Tensor] = {(): x}
+        for b in reversed(range(nb)):
+            groups: dict[tuple[int, ...], set[int]] = defaultdict(set)
+            for p in self.power_list:
+                groups[p[b + 1:]].add(p[b])
+            new: dict[tuple[int, ...], torch.Tensor] = {}
+            for suffix, exps in groups.items():
+                v = cache[suffix]
+                if 0 in exps:
+                    new[(0, *suffix)] = v
+                for sign in (1, -1):
+                    top = max((sign * e for e in exps), default=0)
+                    cur = v
+                    for e in range(1, top + 1):
+                        cur = self._step(b, cur, up=sign > 0)
+                        if sign * e in exps:
+                            new[(sign * e, *suffix)] = cur
+            cache = new
+        return torch.stack([cache[p] for p in self.power_list], dim=-2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim not in (3, 4) or x.shape[1] != self.in_channels:
+            raise ValueError(
+                f"PowerLayer expects input (N, {self.in_channels}, d) or (N, {self.in_channels}, h, w) with d = "
+                f"{self.size}, got shape {tuple(x.shape)}"
+            )
+        trailing = x.shape[2:]
+        flat = x.reshape(x.shape[0], self.in_channels, -1)
+        if flat.shape[-1] != self.size:
+            raise ValueError(f"PowerLayer acts on {self.size} pixels per channel, got input shape {tuple(x.shape)}")
+        t = self.terms(flat)  # (N, c_in, K, d)
+        n, c, k, d = t.shape
+        y = torch.matmul(self.weight.reshape(self.out_channels, c * k), t.reshape(n, c * k, d))
+        if self.bias is not None:
+            y = y + (self.bias[:, None] if self.bias_mode == "channel" else self.bias)
+        if self.activation is not None:
+            y = self.activation(y)
+        return y.reshape(n, self.out_channels, *trailing)
+
+    def weight_matrix(self) -> torch.Tensor:
+        """The dense weights ``W[o, c] = sum_K theta^(o,c)_K A^i ... Z^q`` as ``(c_out, c_in, d, d)`` (inspection)."""
+        eye = torch.eye(self.size, dtype=self.weight.dtype, device=self.weight.device)
+        t = self.terms(eye)  # (d, K, d): t[j, k, a] = (M^k)[a, j]
+        return torch.einsum("oik,jka->oiaj", self.weight, t)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_channels={self.in_channels}, out_channels={self.out_channels}, size={self.size}, "
+            f"terms={self.num_terms}, dilation={self.dilation}, bias={self.bias_mode}"
+        )

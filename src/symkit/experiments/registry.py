@@ -294,6 +294,16 @@ def _discover() -> None:
             _BROKEN[module] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 
+def _likely_modules(name: str) -> list[str]:
+    import symkit.experiments as package
+
+    modules = [m.strip() for m in os.environ.get("SYMKIT_EXPERIMENT_MODULES", "").split(",") if m.strip()]
+    stem = name.replace("-", "_")
+    if stem.isidentifier() and any(info.name == stem for info in pkgutil.iter_modules(package.__path__)):
+        modules.append(f"{package.__name__}.{stem}")
+    return modules
+
+
 def broken_modules() -> dict[str, str]:
     """Experiment modules that failed to import, with their error (empty when all is well)."""
     _discover()
@@ -317,6 +327,16 @@ def all_experiments() -> dict[str, Experiment]:
 
 def get_experiment(name: str) -> Experiment:
     """The experiment called ``name``; a ``KeyError`` listing the valid names otherwise."""
+    if name not in _REGISTRY and not _DISCOVERED:  # try the likely modules before importing every one
+        for module in _likely_modules(name):
+            try:
+                importlib.import_module(module)
+            except Exception:  # discovery below records the error
+                continue
+            if name in _REGISTRY:
+                return _REGISTRY[name]
+    if name in _REGISTRY:
+        return _REGISTRY[name]
     experiments = all_experiments()
     if name not in experiments:
         hint = ""

@@ -1,0 +1,98 @@
+"""Real ``symkit reproduce`` processes: killed midway and resumed, interrupted with Ctrl-C, run side by side."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from symkit_cli_helpers import cli_env, executions, run_symkit, symkit_cmd
+
+from symkit.store import Store
+
+# 2 sizes x 6 seeds; each run sleeps so that the sweep is still going when the test stops it
+SWEEP = ["reproduce", "cli-toy", "--quick", "--seeds", "0-5", "--set", "sleep=0.15"]
+ALL_RUNS = {(n, s) for n in (10, 100) for s in range(6)}
+
+
+def _recorded(db: Path) -> set[tuple[int, int]]:
+    if not db.exists():
+        return set()
+    with Store(db) as store:
+        return {(r.config["n"], r.seed) for r in store.runs("cli-toy", status="ok")}
+
+
+def _wait_for_runs(db: Path, proc: subprocess.Popen, count: int, timeout: float = 180) -> set[tuple[int, int]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, f"the sweep ended before it could be stopped: {proc.communicate()}"
+        done = _recorded(db)
+        if len(done) >= count:
+            return done
+        assert time.monotonic() < deadline, "the sweep recorded nothing in time"
+        time.sleep(0.05)
+
+
+def _assert_each_run_once(db: Path) -> None:
+    with Store(db) as store:
+        rows = store.runs("cli-toy")
+    keys = [(r.config["n"], r.seed) for r in rows]
+    assert len(keys) == len(set(keys)) == len(ALL_RUNS)
+    assert set(keys) == ALL_RUNS and all(r.status == "ok" for r in rows)
+
+
+def test_a_sweep_killed_by_a_signal_resumes_and_runs_only_what_is_missing(tmp_path):
+    db, log = tmp_path / "s.db", tmp_path / "toy.log"
+    env = cli_env(SYMKIT_TOY_LOG=str(log))
+    proc = subprocess.Popen(symkit_cmd(*SWEEP, "--store", str(db)), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_runs(db, proc, 3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    before = _recorded(db)
+    assert 3 <= len(before) < len(ALL_RUNS)
+    executed_before = len(executions(log))
+
+    resumed = run_symkit(*SWEEP, "--store", str(db), SYMKIT_TOY_LOG=str(log))
+    assert resumed.returncode == 0, resumed.stderr
+    missing = ALL_RUNS - before
+    assert f"{len(before)} already stored, ran {len(missing)} (0 failed)" in resumed.stdout
+    assert sorted(executions(log)[executed_before:]) == sorted(missing)  # each missing run ran once, no other
+    _assert_each_run_once(db)
+
+
+def test_ctrl_c_stops_the_process_pool_and_the_sweep_resumes(tmp_path):
+    db = tmp_path / "s.db"
+    proc = subprocess.Popen(symkit_cmd(*SWEEP, "--executor", "process", "--jobs", "2", "--store", str(db)),
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_runs(db, proc, 2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Interrupted: the finished runs are stored" in err and "Traceback" not in err
+    resumed = run_symkit(*SWEEP, "--executor", "process", "--store", str(db))
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_each_run_once(db)
+
+
+def test_two_sweeps_on_one_store_at_once_record_every_run_once(tmp_path):
+    db = tmp_path / "s.db"
+    procs = [
+        subprocess.Popen(symkit_cmd(*SWEEP, "--store", str(db)), env=cli_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+    _assert_each_run_once(db)

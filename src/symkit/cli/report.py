@@ -212,7 +212,9 @@ def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path:
             if g.value(plot.x) is not None and (_is_number(g.mean.get(plot.y)) or isinstance(g.mean.get(plot.y), bool))]
     if not rows:
         return None
-    split = [k for k in varying_keys(experiment, rows) if k not in (plot.x, plot.hue)]
+    # a line joins the settings that differ only in x, so every other varying field splits lines; scatter and bar
+    # plots split by hue only
+    split = [k for k in varying_keys(experiment, rows) if k not in (plot.x, plot.hue)] if plot.kind == "line" else []
     series: dict[str, list[Group]] = {}
     for group in rows:
         parts = ([f"{plot.hue}={_fmt(group.config.get(plot.hue))}"] if plot.hue else [])
@@ -308,7 +310,7 @@ def build_report(
     parts.append("")
     if groups:
         keys = set(varying_keys(experiment, groups))
-        fixed = {k: v for k, v in groups[0].config.items() if k not in keys}
+        fixed = {k: groups[0].config[k] for k in experiment.field_names() if k in groups[0].config and k not in keys}
         if fixed:
             parts += ["Settings shared by every row: " + ", ".join(f"{k}={_fmt(v)}" for k, v in fixed.items()), ""]
         if experiment.summarize is not None:

@@ -79,7 +79,11 @@ def run(config: RanksConfig) -> dict[str, Any]:
     cell = find_cell(config.table, config.group, config.rep)
     rank = int(_tables().compute_rank(cell))
     thesis = thesis_value(cell)
-    match = (rank == thesis) if isinstance(thesis, int) else None
+    match: bool | None = None
+    if isinstance(thesis, int):
+        match = rank == thesis
+    elif isinstance(thesis, str) and re.fullmatch(r">\d+", thesis):  # the thesis gives a lower bound
+        match = rank > int(thesis[1:])
     return {"rank": rank, "thesis": thesis, "match": match}
 
 
@@ -158,8 +162,8 @@ if importlib.util.find_spec("symkit.reps.thesis_tables") is not None:
             points=_points,
             sweep={"seed": (0,)},
             plots=(
-                Plot(x="thesis", y="rank", kind="scatter", diagonal=True, logx=True, logy=True,
-                     title="Ranks computed here against the thesis tables"),
+                Plot(x="thesis", y="rank", hue="table", kind="scatter", diagonal=True, logx=True, logy=True,
+                     title="Ranks computed here against the thesis (log axes: zero ranks not shown)"),
             ),
             summarize=summarize,
         )

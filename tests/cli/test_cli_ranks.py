@@ -1,0 +1,73 @@
+"""The ``ranks`` experiment and ``symkit ranks``: the thesis tables, run through the sweep machinery."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from symkit.cli.main import app
+from symkit.cli.sweep import plan, run_sweep
+from symkit.store import Store
+
+thesis_tables = pytest.importorskip("symkit.reps.thesis_tables")
+
+
+@pytest.fixture
+def ranks_experiment():
+    from symkit.experiments.registry import get_experiment
+
+    return get_experiment("ranks")
+
+
+def test_ranks_metrics_are_our_rank_the_thesis_value_and_a_match_flag(ranks_experiment, tmp_path):
+    from symkit.experiments.ranks import select_points
+
+    points = [p for p in select_points("quick", group="S(4)") if p["table"] == "A.2"]
+    assert {p["rep"] for p in points} == {f"T({k})" for k in range(1, 8)}
+    store = Store(tmp_path / "s.db")
+    result = run_sweep(ranks_experiment, plan(ranks_experiment, points=points), store)
+    assert (result.ran, result.failed) == (7, 0)
+    cells = {(c.group, c.rep): c for c in thesis_tables.thesis_cells(tier="all")}
+    for run in store.runs("ranks"):
+        cell = cells[(run.config["group"], run.config["rep"])]
+        assert run.metrics["rank"] == thesis_tables.compute_rank(cell)
+        assert run.metrics["thesis"] == int(cell.thesis)
+        assert run.metrics["match"] is (run.metrics["rank"] == int(cell.thesis))
+    # Table A.2, S(4): 1, 2, 5, 15, 51, 187, 715
+    by_rep = {r.config["rep"]: r.metrics["rank"] for r in store.runs("ranks")}
+    assert [by_rep[f"T({k})"] for k in range(1, 8)] == [1, 2, 5, 15, 51, 187, 715]
+
+
+def test_filters_select_the_right_cells():
+    from symkit.experiments.ranks import select_points, tensor_order
+
+    assert tensor_order("T(3)") == 3 and tensor_order("T(3,2)") == 5 and tensor_order("weird") is None
+    small = select_points("all", max_rank=2)
+    assert small and all(tensor_order(p["rep"]) <= 2 for p in small)
+    assert len(select_points("quick")) < len(select_points("full")) <= len(select_points("all"))
+    with pytest.raises(ValueError, match="no cells for group 'SO\\(99\\)'; groups: .*SO\\(3\\)"):
+        select_points("full", group="SO(99)")
+
+
+def test_symkit_ranks_prints_the_table_and_report_shows_it(tmp_path):
+    runner = CliRunner()
+    db = str(tmp_path / "s.db")
+    result = runner.invoke(app, ["ranks", "--quick", "--group", "SO(3)", "--max-rank", "5", "--store", db],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "Table A.4: SO(n), T_k" in lines
+    rows = {line.split()[0]: line.split()[1] for line in lines if line.strip().startswith("T(")}
+    assert rows == {"T(2)": "1", "T(3)": "1", "T(4)": "3", "T(5)": "6"}  # the thesis' SO(3) column
+    report = runner.invoke(app, ["report", "ranks", "--store", db, "--out", str(tmp_path / "rep")])
+    assert report.exit_code == 0, report.output
+    assert "4 of 4 cells with a thesis value agree with it" in report.stdout
+    assert "Table A.4: SO(n), T_k" in report.stdout
+    assert "Settings shared by every row: table=A.4, group=SO(3)" in report.stdout
+    assert "| T(4) | 1 | 3 | 3 | yes |" in report.stdout
+    assert (tmp_path / "rep" / "ranks-rank-vs-thesis.png").exists()
+
+
+def test_ranks_rejects_quick_with_all():
+    result = CliRunner().invoke(app, ["ranks", "--quick", "--all"])
+    assert result.exit_code == 2 and "choose one of --quick and --all" in result.output

@@ -335,6 +335,7 @@ def fit_implicit(
     warmup: int = 30,
     plateau_patience: int = 50,
     patience: int = 100,
+    callback: Callable[[int, nn.Module, float], None] | None = None,
 ) -> ImplicitResult:
     """Algorithm 1 for a deep model with structure hyperparameters (:func:`hyper_parameters`).
 
@@ -342,6 +343,7 @@ def fit_implicit(
     hyperparameters with the IFT hypergradient of ``val_loss + penalty``. Gradient clipping, a plateau schedule after
     ``warmup`` outer steps, and early stopping with ``patience`` on the outer objective, keeping the best
     hyperparameters, follow the reference code. The model ends with the best hyperparameters loaded (not hardened).
+    ``callback(step, model, objective)`` is called after each hypergradient evaluation.
     """
     params = list(model_parameters(model))
     hparams = list(hyper_parameters(model))
@@ -376,6 +378,8 @@ def fit_implicit(
         with torch.no_grad():
             obj = float(objective())
         history.append(obj)
+        if callback is not None:
+            callback(step, model, obj)
         if obj < best / 1.0001:
             best, wait = obj, 0
             best_state = [h.detach().clone() for h in hparams]

@@ -228,6 +228,7 @@ def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path:
                                                      if canonical_json(g.value(plot.x)) == c)))
     width = 0.8 / max(1, len(series))
     paper_labelled = False
+    all_x: set[float] = set()
     for i, (label, members) in enumerate(sorted(series.items(), key=lambda kv: kv[0])):
         label = label or "symkit (mean ± s.e.)"
         members = sorted(members, key=lambda g: _sort_key(g.value(plot.x)))
@@ -252,8 +253,9 @@ def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path:
         paper = [(x, g.paper[plot.y].value) for x, g in zip(xs, members) if plot.y in g.paper]
         if paper:
             ax.plot([p[0] for p in paper], [p[1] for p in paper], linestyle="--" if plot.kind == "line" else "none",
-                    marker="s", markerfacecolor="none", color=color, label="paper" if not paper_labelled else None)
+                    marker="s", markerfacecolor="none", color=color)
             paper_labelled = True
+        all_x.update(xs)
     if plot.diagonal:
         lo, hi = ax.get_xlim()
         lo2, hi2 = ax.get_ylim()
@@ -265,6 +267,11 @@ def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path:
                            ha="right" if len(categories) > 6 else "center")
     if plot.logx and not categorical:
         ax.set_xscale("log")
+    elif not categorical and 1 < len(all_x) <= 10:
+        ax.set_xticks(sorted(all_x))
+    if paper_labelled:  # one neutral legend entry for the paper's points, whatever their colour
+        ax.plot([], [], linestyle="--" if plot.kind == "line" else "none", marker="s", markerfacecolor="none",
+                color="0.4", label="paper (open squares)")
     if plot.logy:
         ax.set_yscale("log")
     ax.set_xlabel(plot.x)

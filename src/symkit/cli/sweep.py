@@ -257,6 +257,7 @@ def _process(
         initargs=(threads,),
     )
     pending = set()
+    finished = False
     try:
         pending = {pool.submit(execute, spec) for spec in specs}
         while pending:
@@ -269,16 +270,20 @@ def _process(
                         "a worker process died (killed, or crashed outside Python); the finished runs are stored, "
                         "run the same command again to resume"
                     ) from None
+        finished = True
     finally:
-        for future in pending:
-            future.cancel()
-        processes = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
-        for process in processes:
-            process.join(timeout=5)
+        if finished:
+            pool.shutdown(wait=True)
+        else:  # interrupted: drop the queue and stop the runs in flight, whose results could not be stored
+            for future in pending:
+                future.cancel()
+            processes = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                if process.is_alive():
+                    process.terminate()
+            for process in processes:
+                process.join(timeout=5)
 
 
 def _ray(specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_start: Any = None) -> Iterator[Outcome]:

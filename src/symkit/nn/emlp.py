@@ -1,0 +1,366 @@
+"""Equivariant MLPs for any matrix group (thesis ch. 2, Sec. 2.6 and Figure 2.4).
+
+A layer's weight is built from its coefficients once per forward pass, ``vec(W) = Q beta`` (Sec. 2.4.2), block by
+block: the hom-space ``rep_in >> rep_out`` splits into canonical blocks (eq. 2.8), each solved once by the core
+solver; a block with ``m`` copies holds an ``(m, r)`` coefficient matrix and scatters ``beta Q^T`` into the weight.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+
+from symkit.groups.base import Group
+from symkit.reps.core import Rep, Scalar, SumRep, T
+
+__all__ = [
+    "EquivariantLinear",
+    "GatedNonlinearity",
+    "gated",
+    "gate_count",
+    "uniform_rep",
+    "BiLinear",
+    "EMLPBlock",
+    "EMLP",
+    "MLP",
+    "swish",
+]
+
+
+def swish(x: torch.Tensor) -> torch.Tensor:
+    """x * sigmoid(x) (Ramachandran et al. 2017), the nonlinearity of scalars and permutation reps."""
+    return x * torch.sigmoid(x)
+
+
+def _check_rep(what: str, rep: Any) -> Rep:
+    if not isinstance(rep, Rep):
+        raise TypeError(f"{what} must be a symkit Rep, got {type(rep).__name__}")
+    if not rep.is_bound:
+        raise ValueError(f"{what} {rep!r} is not bound to a group; call it with a group, e.g. T(1)(SO(3))")
+    return rep
+
+
+def _dense(Q: Any) -> np.ndarray:
+    Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
+    if np.iscomplexobj(Q):
+        raise ValueError("EquivariantLinear supports real representations only (the basis is complex)")
+    return Q
+
+
+class _BasisExpansion(nn.Module):
+    """Coefficients beta for the invariant subspace of ``rep``, expanded into a flat vector ``Q beta``.
+
+    One ``(m, r)`` parameter per distinct block; the expansion is one matmul per block and one gather.
+    """
+
+    def __init__(self, rep: Rep, init_std: Sequence[float] | float | None, dtype: torch.dtype) -> None:
+        super().__init__()
+        basis = rep.structured_basis()
+        self.size = rep.size
+        self.coefficients = nn.ParameterList()
+        positions = []
+        n_blocks = 0
+        for pos, Q in basis.parts:
+            Qd = _dense(Q)
+            if Qd.shape[1] == 0:
+                positions.append(pos.reshape(-1))
+                self.register_buffer(f"basis_{n_blocks}", torch.zeros(Qd.shape[0], 0, dtype=dtype))
+                self.coefficients.append(nn.Parameter(torch.zeros(pos.shape[0], 0, dtype=dtype), requires_grad=False))
+            else:
+                self.register_buffer(f"basis_{n_blocks}", torch.as_tensor(Qd, dtype=dtype))
+                beta = torch.zeros(pos.shape[0], Qd.shape[1], dtype=dtype)
+                if init_std is not None:
+                    std = init_std if isinstance(init_std, float) else init_std[n_blocks]
+                    beta.normal_(0.0, std)
+                self.coefficients.append(nn.Parameter(beta))
+                positions.append(pos.reshape(-1))
+            n_blocks += 1
+        self.n_blocks = n_blocks
+        flat = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
+        # every entry of the flat vector belongs to exactly one block copy: `flat` is a permutation of range(size)
+        if flat.shape[0] != self.size or not np.array_equal(np.sort(flat), np.arange(self.size)):
+            raise ValueError(f"the blocks of {rep!r} do not tile its {self.size} entries")
+        self.register_buffer("inverse", torch.as_tensor(np.argsort(flat), dtype=torch.long))
+
+    def block_shapes(self) -> list[tuple[int, int, int]]:
+        """(copies, block size, block rank) of every block."""
+        return [
+            (int(beta.shape[0]), int(getattr(self, f"basis_{i}").shape[0]), int(beta.shape[1]))
+            for i, beta in enumerate(self.coefficients)
+        ]
+
+    def forward(self) -> torch.Tensor:
+        pieces = [
+            (beta @ getattr(self, f"basis_{i}").T).reshape(-1) for i, beta in enumerate(self.coefficients)
+        ]
+        return torch.cat(pieces)[self.inverse]
+
+
+class EquivariantLinear(nn.Module):
+    """``y = W x + b`` with ``W`` equivariant (``rho_out(g) W = W rho_in(g)``) and ``b`` invariant.
+
+    ``vec(W) = Q beta`` with ``Q`` the orthonormal basis of ``rep_in >> rep_out`` (eq. 2.6); ``b = Q_b beta_b``
+    with ``Q_b`` the invariant vectors of ``rep_out``. Coefficients are initialised so every weight entry has
+    variance ``1 / rep_in.size`` on average (the LeCun scale), the bias at zero.
+    """
+
+    def __init__(self, rep_in: Rep, rep_out: Rep, bias: bool = True, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.rep_in = _check_rep("rep_in", rep_in)
+        self.rep_out = _check_rep("rep_out", rep_out)
+        hom = rep_in >> rep_out
+        blocks = hom.structured_basis().parts
+        stds = [math.sqrt(pos.shape[1] / max(Q.shape[1], 1) / max(rep_in.size, 1)) for pos, Q in blocks]
+        self.weight_basis = _BasisExpansion(hom, stds, dtype)
+        self.bias_basis = _BasisExpansion(rep_out, 0.0, dtype) if bias else None
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The equivariant weight matrix, shape ``(rep_out.size, rep_in.size)``."""
+        return self.weight_basis().reshape(self.rep_out.size, self.rep_in.size)
+
+    @property
+    def bias(self) -> torch.Tensor | None:
+        return None if self.bias_basis is None else self.bias_basis()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.rep_in.size:
+            raise ValueError(
+                f"rep_in {self.rep_in!r} has size {self.rep_in.size} but the input has {x.shape[-1]} features"
+            )
+        y = x @ self.weight.T
+        return y if self.bias_basis is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        n = sum(p.numel() for p in self.parameters())
+        return f"{self.rep_in!r} -> {self.rep_out!r}, {n} free parameters"
+
+
+def _gated_blocks(rep: Rep) -> list[tuple[np.ndarray, bool]]:
+    """(positions (m, s), needs_gate) for every block: scalars and permutation blocks take swish, others a gate."""
+    out = []
+    for b in rep.blocks():
+        pointwise = all(leaf.size == 1 or leaf.is_permutation for leaf in b.leaves) or b.size == 1
+        out.append((b.pos, not pointwise))
+    return out
+
+
+def gate_count(rep: Rep) -> int:
+    """Number of gate scalars ``gated(rep)`` appends: one per copy of every non-scalar, non-permutation object."""
+    return int(sum(pos.shape[0] for pos, needs in _gated_blocks(rep) if needs))
+
+
+def gated(rep: Rep) -> Rep:
+    """``rep`` plus one gate scalar per non-scalar, non-permutation object (Sec. 2.6, Weiler et al. 2018)."""
+    n = gate_count(_check_rep("rep", rep))
+    return rep + n * Scalar if n else rep
+
+
+class GatedNonlinearity(nn.Module):
+    """Maps ``gated(rep)`` to ``rep``: ``v_a * sigmoid(s_a)`` per object, swish for scalars and permutation reps."""
+
+    def __init__(self, rep: Rep) -> None:
+        super().__init__()
+        self.rep = _check_rep("rep", rep)
+        gate_index = np.arange(rep.size)  # pointwise entries gate themselves (swish)
+        next_gate = rep.size
+        for pos, needs in _gated_blocks(rep):
+            if needs:
+                for copy in pos:
+                    gate_index[copy] = next_gate
+                    next_gate += 1
+        self.gated_size = next_gate
+        self.register_buffer("gate_index", torch.as_tensor(gate_index, dtype=torch.long))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.gated_size:
+            raise ValueError(
+                f"GatedNonlinearity({self.rep!r}) expects {self.gated_size} features (values and gates), "
+                f"got {x.shape[-1]}"
+            )
+        return x[..., : self.rep.size] * torch.sigmoid(x[..., self.gate_index])
+
+
+def _binomial_split(count: int, rank: int) -> list[int]:
+    """Split ``count`` rank-``rank`` tensors among T(k, rank-k), k = 0..rank, in proportion to C(rank, k),
+    rounding by largest remainder (deterministic, unlike the reference code's random binomial draws)."""
+    weights = np.array([math.comb(rank, k) for k in range(rank + 1)], dtype=float) / 2.0**rank
+    raw = count * weights
+    out = np.floor(raw).astype(int)
+    order = np.argsort(-(raw - out), kind="stable")
+    out[order[: count - out.sum()]] += 1
+    return out.tolist()
+
+
+def uniform_rep(ch: int, G: Group) -> Rep:
+    """About ``ch`` channels spread evenly over tensor ranks 0, 1, 2, ... (Sec. 2.6, App. A.1.9).
+
+    Repeatedly: take the largest rank ``R`` with ``(R + 1) d^R <= ch`` and add ``d^(R - r)`` copies of each rank
+    ``r <= R``. ``uniform_rep(256, SO(3))`` is ``70 T0 + 23 T1 + 7 T2 + 2 T3``. For non-orthogonal groups rank ``r``
+    is split among ``T(k, r - k)`` deterministically in binomial proportion.
+    """
+    if isinstance(ch, bool) or not isinstance(ch, (int, np.integer)) or ch < 1:
+        raise ValueError(f"uniform_rep: ch must be a positive int, got {ch!r}")
+    if not isinstance(G, Group):
+        raise TypeError(f"uniform_rep: expected a Group, got {type(G).__name__}")
+    d = G.d
+    counts: dict[int, int] = {}
+    remaining = int(ch)
+    while remaining > 0:
+        if d == 1:
+            counts[0] = counts.get(0, 0) + remaining
+            break
+        max_rank = 0
+        while (max_rank + 2) * d ** (max_rank + 1) <= remaining:
+            max_rank += 1
+        for r in range(max_rank + 1):
+            counts[r] = counts.get(r, 0) + d ** (max_rank - r)
+        remaining -= (max_rank + 1) * d**max_rank
+    parts: list[tuple[Rep, int]] = []
+    for r in sorted(counts):
+        if r == 0:
+            parts.append((Scalar, counts[0]))
+        elif G.is_orthogonal:
+            parts.append((T(r, 0, G), counts[r]))
+        else:
+            for k, n in enumerate(_binomial_split(counts[r], r)):
+                if n:
+                    parts.append((T(r - k, k, G), n))
+    return SumRep(parts)
+
+
+def _block_key(leaves: tuple) -> tuple:
+    return tuple(leaf._key() for leaf in leaves)
+
+
+class BiLinear(nn.Module):
+    """The cheap bilinear layer (Sec. 2.6 / §2.4 of the notes): ``y = scale * W(x) x``.
+
+    ``W(x)`` is a map ``rep -> rep`` whose blocks of each tensor type are filled with learned linear combinations
+    of the input's own non-scalar objects of that type, so ``W(rho(g) x) = rho_out(g) W(x) rho_in(g)^-1`` and the
+    layer is equivariant. It is what lets parity groups such as O(3) build invariants like ``|v|^2`` from
+    vectors (Theorem A.2). Only the first ``min(copies in x, block size)`` input copies of a type are combined
+    (the reference code picks them at random). ``W(x)`` is never materialised: each contributing entry
+    ``W_ij = v`` is applied as ``y_i += v x_j``.
+    """
+
+    def __init__(self, rep: Rep, scale: float = 0.1, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.rep = _check_rep("rep", rep)
+        self.scale = float(scale)
+        inputs = {}
+        for b in rep.canonical_blocks():
+            if b.size > 1:
+                inputs[_block_key(b.leaves)] = b.pos
+        self.weights = nn.ParameterList()
+        gathers, rows, cols = [], [], []
+        n = rep.size
+        for b in (rep >> rep).canonical_blocks():
+            src = inputs.get(_block_key(b.leaves))
+            if src is None:
+                continue
+            k = min(src.shape[0], b.size)
+            self.weights.append(nn.Parameter(torch.randn(b.mult, k, dtype=dtype) / math.sqrt(k)))
+            gathers.append(torch.as_tensor(src[:k], dtype=torch.long))
+            flat = torch.as_tensor(b.pos.reshape(-1), dtype=torch.long)
+            rows.append(flat // n)
+            cols.append(flat % n)
+        for i, g in enumerate(gathers):
+            self.register_buffer(f"gather_{i}", g)
+        self.register_buffer("rows", torch.cat(rows) if rows else torch.zeros(0, dtype=torch.long))
+        self.register_buffer("cols", torch.cat(cols) if cols else torch.zeros(0, dtype=torch.long))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.rep.size:
+            raise ValueError(f"BiLinear({self.rep!r}) expects {self.rep.size} features, got {x.shape[-1]}")
+        if not len(self.weights):
+            return torch.zeros_like(x)
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, self.rep.size)
+        values = [
+            torch.einsum("wk,bks->bws", w, x2[:, getattr(self, f"gather_{i}")]).reshape(x2.shape[0], -1)
+            for i, w in enumerate(self.weights)
+        ]
+        contrib = torch.cat(values, dim=1) * x2[:, self.cols]
+        y = torch.zeros_like(x2).index_add_(1, self.rows, contrib)
+        return (self.scale * y).reshape(*lead, self.rep.size)
+
+
+class EMLPBlock(nn.Module):
+    """Equivariant linear layer to ``gated(rep_out)``, a bilinear layer with a shortcut, then the gated
+    nonlinearity (Figure 2.4)."""
+
+    def __init__(self, rep_in: Rep, rep_out: Rep, bilinear: bool = True, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.linear = EquivariantLinear(rep_in, gated(rep_out), dtype=dtype)
+        self.bilinear = BiLinear(gated(rep_out), dtype=dtype) if bilinear else None
+        self.nonlinearity = GatedNonlinearity(rep_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.linear(x)
+        if self.bilinear is not None:
+            h = h + self.bilinear(h)
+        return self.nonlinearity(h)
+
+
+class EMLP(nn.Module):
+    """An equivariant MLP ``rep_in -> rep_out``: ``num_layers`` EMLP blocks then an equivariant linear layer.
+
+    ``ch`` is the width of each hidden layer: an int (allocated by :func:`uniform_rep`), a Rep, or a list of
+    either (one per hidden layer, which sets ``num_layers``). ``bilinear=False`` drops the bilinear layers
+    (then parity groups cannot map odd-rank inputs to invariants, Theorem A.2).
+
+    >>> from symkit.groups import SO
+    >>> from symkit.reps import V, Scalar
+    >>> G = SO(3)
+    >>> model = EMLP(2 * V(G), Scalar, G, ch=64, num_layers=2)   # invariant of two 3-vectors
+    """
+
+    def __init__(
+        self,
+        rep_in: Rep,
+        rep_out: Rep,
+        group: Group,
+        ch: int | Rep | Sequence[int | Rep] = 384,
+        num_layers: int = 3,
+        bilinear: bool = True,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        super().__init__()
+        _check_rep("rep_in", rep_in)
+        _check_rep("rep_out", rep_out)
+        if not isinstance(group, Group):
+            raise TypeError(f"EMLP: group must be a Group, got {type(group).__name__}")
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
+            raise ValueError(f"EMLP: num_layers must be an int >= 0, got {num_layers!r}")
+        widths = list(ch) if isinstance(ch, (list, tuple)) else [ch] * num_layers
+        hidden = [uniform_rep(c, group) if not isinstance(c, Rep) else c for c in widths]
+        self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
+        reps = [rep_in, *hidden]
+        self.blocks = nn.Sequential(*[EMLPBlock(a, b, bilinear=bilinear, dtype=dtype) for a, b in zip(reps, reps[1:])])
+        self.head = EquivariantLinear(reps[-1], rep_out, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(x))
+
+
+class MLP(nn.Module):
+    """The unconstrained baseline: ``num_layers`` hidden layers of width ``ch`` with swish (Sec. 2.6)."""
+
+    def __init__(self, d_in: int, d_out: int, ch: int = 384, num_layers: int = 3) -> None:
+        super().__init__()
+        dims = [d_in] + [ch] * num_layers
+        layers: list[nn.Module] = []
+        for a, b in zip(dims, dims[1:]):
+            layers += [nn.Linear(a, b), nn.SiLU()]
+        layers.append(nn.Linear(dims[-1], d_out))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)

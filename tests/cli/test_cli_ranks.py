@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from symkit.cli.main import app
-from symkit.cli.sweep import plan, run_sweep
+from symkit.cli.sweep import SweepError, plan, run_sweep
 from symkit.store import Store
 
 thesis_tables = pytest.importorskip("symkit.reps.thesis_tables")
@@ -47,6 +47,18 @@ def test_filters_select_the_right_cells():
     assert len(select_points("quick")) < len(select_points("full")) <= len(select_points("all"))
     with pytest.raises(ValueError, match="no cells for group 'SO\\(99\\)'; groups: .*SO\\(3\\)"):
         select_points("full", group="SO(99)")
+
+
+def test_settings_of_a_listed_field_select_cells_instead_of_overriding(ranks_experiment):
+    specs = plan(ranks_experiment, quick=True, settings={"group": ["SO(3)", "O(1,3)"], "table": ["A.4", "A.6"]})
+    assert {(s.config["table"], s.config["group"]) for s in specs} == {("A.4", "SO(3)"), ("A.6", "O(1,3)")}
+    assert len(specs) == len(select_cells("A.4", "SO(3)")) + len(select_cells("A.6", "O(1,3)"))
+    with pytest.raises(SweepError, match=r"no run of 'ranks' has group in SO\(33\); values in this sweep: .*SO\(3\)"):
+        plan(ranks_experiment, quick=True, settings={"group": ["SO(33)"]})
+
+
+def select_cells(table: str, group: str) -> list:
+    return [c for c in thesis_tables.thesis_cells(tier="quick") if c.table == table and c.group == group]
 
 
 def test_symkit_ranks_prints_the_table_and_report_shows_it(tmp_path):

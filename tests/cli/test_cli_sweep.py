@@ -47,6 +47,8 @@ def test_bad_settings_name_the_field_and_the_valid_ones(toy):
     with pytest.raises(SweepError, match="--seeds"):
         parse_assignments(toy, ["seed=3"])
     assert parse_assignments(toy, ["sizes=3,4", "scale=1e-2"]) == {"sizes": [(3, 4)], "scale": [0.01]}
+    assert parse_assignments(toy, ["tag=a", "tag=b", "tag=a"]) == {"tag": ["a", "b"]}  # repeated keys sweep
+    assert parse_assignments(toy, ["tag=x(1,2),y"], "--sweep") == {"tag": ["x(1,2)", "y"]}
 
 
 def test_a_sweep_runs_once_and_a_second_call_runs_nothing(toy, toy_log, tmp_path):

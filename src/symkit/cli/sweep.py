@@ -119,7 +119,9 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def parse_assignments(experiment: Experiment, items: Sequence[str], option: str = "--set") -> dict[str, list[Any]]:
-    """Parse ``key=value`` (``--set``) or ``key=v1,v2`` (``--sweep``) items into typed values per config field."""
+    """Parse ``key=value`` (``--set``) or ``key=v1,v2`` (``--sweep``) items into typed values per config field.
+
+    A key given more than once collects all its values (so ``--set g=a --set g=b`` sweeps over both)."""
     out: dict[str, list[Any]] = {}
     for item in items:
         if "=" not in item:
@@ -132,15 +134,33 @@ def parse_assignments(experiment: Experiment, items: Sequence[str], option: str 
             raise SweepError(f"bad {option} {item!r}: choose seeds with --seeds")
         try:
             if option == "--sweep":
-                values = [experiment.parse_setting(key, part) for part in text.split(",") if part.strip()]
+                values = [experiment.parse_setting(key, part) for part in _split_top_level(text) if part.strip()]
             else:
                 values = [experiment.parse_setting(key, text)]
         except ValueError as exc:
             raise SweepError(f"{option} {item!r}: {exc}") from None
         if not values:
             raise SweepError(f"bad {option} {item!r}: no value given")
-        out[key] = values
+        out.setdefault(key, [])
+        out[key] += [v for v in values if v not in out[key]]  # a repeated key adds values
     return out
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on the commas that are not inside brackets, so ``SO(3),O(1,3)`` gives two values."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return [p.strip() for p in parts]
 
 
 def _from_json(experiment: Experiment, values: Mapping[str, Any]) -> Any:
@@ -166,11 +186,28 @@ def plan(
     points: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[RunSpec]:
     """The runs of a sweep: the experiment's grid (or ``points``), with ``settings`` overriding fields (several
-    values per field multiply the grid) and ``seeds`` replacing the grid's seeds."""
+    values per field multiply the grid) and ``seeds`` replacing the grid's seeds.
+
+    For experiments with an explicit run list (``Experiment.points``), a setting of a field that the list defines
+    selects the runs with those values instead (``--set group=SO(3)`` keeps the SO(3) cells of ``ranks``).
+    """
     grid = [dict(p) for p in points] if points is not None else experiment.grid(quick)
+    listed = points is not None or experiment.points is not None
+    point_keys = {k for point in grid for k in point if k != "seed"} if listed else set()
     settings = dict(settings or {})
     for key, values in settings.items():
-        grid = [{**point, key: value} for point in grid for value in values]
+        if key in point_keys:  # a field the explicit run list defines: keep the runs with these values
+            wanted = {canonical_json(v) for v in values}
+            kept = [point for point in grid if canonical_json(point.get(key)) in wanted]
+            if not kept:
+                have = sorted({str(point.get(key)) for point in grid})
+                raise SweepError(
+                    f"no run of {experiment.name!r} has {key} in {', '.join(map(str, values))}; values in this "
+                    f"sweep: {', '.join(have)}"
+                )
+            grid = kept
+        else:
+            grid = [{**point, key: value} for point in grid for value in values]
     if seeds is not None:
         grid = [{**point, "seed": seed} for point in grid for seed in seeds]
     specs: dict[tuple[str, int], RunSpec] = {}

@@ -183,6 +183,16 @@ def test_rotation_generator_is_skew_and_its_exponential_orthogonal(n):
     np.testing.assert_allclose(base.inverse().to_dense().numpy(), a.T, atol=1e-12)
 
 
+@pytest.mark.parametrize("n", [5, 6, 7, 8])
+def test_rotation_and_scaling_generators_commute_with_rot90(n):
+    r = rot90_permutation(n).to_dense().numpy()
+    for name in ("rotation", "scaling"):
+        g = generator(n, name)
+        np.testing.assert_allclose(r @ g, g @ r, atol=1e-12)
+    g = generator(n, "dx")  # a single derivative does not: rot90 maps d/dx to d/dy
+    assert np.abs(r @ g - g @ r).max() > 0.5
+
+
 def test_scaling_generator_is_not_skew():
     g = generator(9, "scaling")
     assert np.abs(g + g.T).max() > 1.0

@@ -1,0 +1,116 @@
+"""PowerNet rotation-angle regression on rotated digits with shift, scaling or rotation bases (PowerNet §4.2).
+
+Each digit (scikit-learn's 8x8 digits, upsampled to ``digit_size`` and centred on a ``canvas`` frame, like MNIST) is
+rotated by an angle uniform in ``[-pi, pi)``; the network regresses the angle in radians. Train digits get fresh
+angles every epoch; the test set is held-out digits, each at ``test_copies`` fixed angles. The model is a
+PowerNet (4 blocks of 2 layers, kernel size 5, average pooling, BatchNorm, residuals, LeakyReLU(0.2), flattened
+linear head) whose layers all use one base: ``shift_up``, ``scaling`` or ``rotation``. The paper reports test MSE
+1.485 (shift), 1.456 (scale) and 0.949 (rotation) rad^2.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from symkit.datasets.rotated_digits import centred_digits, rotated_digits, split_indices
+from symkit.experiments.registry import Experiment, PaperValue, Plot, register
+from symkit.nn.powernet import PowerNet
+from symkit.nn.powernet.training import fit, predict
+
+BASES = ("shift_up", "scaling", "rotation")
+
+
+@dataclass
+class AngleConfig:
+    """Settings; defaults are the full run (about 2–4 minutes per base on one core)."""
+
+    base: str = "rotation"
+    canvas: int = 28
+    digit_size: int = 20
+    channels: tuple[int, ...] = (8, 16, 32, 32)
+    num_layers: int = 2
+    kernel_size: int = 5
+    rotation_step: float = math.pi / 8
+    scaling_step: float = 0.1
+    epochs: int = 15
+    batch_size: int = 64
+    lr: float = 0.01
+    weight_decay: float = 1e-4
+    test_fraction: float = 0.2
+    test_copies: int = 4
+    train_subset: int = 0  # 0: every training digit
+    max_angle: float = math.pi
+    seed: int = 0
+
+
+def _wrap(a: torch.Tensor) -> torch.Tensor:
+    return torch.remainder(a + math.pi, 2 * math.pi) - math.pi
+
+
+def run(config: AngleConfig) -> dict:
+    """Train one PowerNet on rotated digits and report its test MSE (rad^2) with the mean-predictor baseline."""
+    if config.base not in BASES:
+        raise ValueError(f"base must be one of {BASES}, got {config.base!r}")
+    t0 = time.time()
+    torch.manual_seed(config.seed)
+    gen = torch.Generator().manual_seed(config.seed)
+    images, _ = centred_digits(config.digit_size, config.canvas)
+    train_idx, test_idx = split_indices(images.shape[0], config.test_fraction, seed=config.seed)
+    if config.train_subset:
+        train_idx = train_idx[: config.train_subset]
+    train_images = images[train_idx]
+    test_x, test_angle, _ = rotated_digits(images[test_idx], config.test_copies, config.max_angle,
+                                           torch.Generator().manual_seed(10_000 + config.seed))
+    scale = config.max_angle  # targets are angle / max_angle in [-1, 1)
+
+    def epoch_data(epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x, a, _ = rotated_digits(train_images, 1, config.max_angle, gen)
+        return x, (a / scale)[:, None]
+
+    steps = {"rotation": config.rotation_step, "scaling": config.scaling_step}
+    model = PowerNet([config.base], (1, config.canvas, config.canvas), list(config.channels), 1,
+                     num_layers=config.num_layers, kernel_size=config.kernel_size, pool="avg", head="flatten",
+                     steps={k: v for k, v in steps.items() if k == config.base},
+                     generator=torch.Generator().manual_seed(config.seed))
+    n_params = sum(p.numel() for p in model.parameters())
+    history = fit(model, epoch_data, torch.nn.functional.mse_loss, config.epochs, config.batch_size, config.lr,
+                  config.weight_decay, gen, desc=f"angle/{config.base}")
+    pred = predict(model, test_x)[:, 0].double() * scale
+    target = test_angle.double()
+    err = pred - target
+    return {
+        "test_mse": float((err**2).mean()),
+        "test_mae": float(err.abs().mean()),
+        "test_wrapped_mse": float((_wrap(err) ** 2).mean()),
+        "mean_predictor_mse": float(((target - target.mean()) ** 2).mean()),
+        "train_loss_rad2": float(history[-1] * scale**2),
+        "params": int(n_params),
+        "n_train_digits": int(train_idx.numel()),
+        "n_test": int(target.numel()),
+        "seconds": round(time.time() - t0, 1),
+    }
+
+
+register(
+    Experiment(
+        name="powernet-angle",
+        description="PowerNet angle regression on rotated digits: shift vs scaling vs rotation base matrices",
+        reproduces="PowerNet (ICLR 2025 submission) §4.2, rotated-MNIST angle regression",
+        config=AngleConfig,
+        run=run,
+        quick={"canvas": 14, "digit_size": 10, "channels": (4, 8, 8, 8), "epochs": 2, "train_subset": 256,
+               "test_copies": 1, "batch_size": 32},
+        sweep={"base": BASES, "seed": (0,)},
+        quick_sweep={"base": BASES, "seed": (0,)},
+        paper=(
+            PaperValue("test_mse", 1.485, {"base": "shift_up"}, "§4.2 text"),
+            PaperValue("test_mse", 1.456, {"base": "scaling"}, "§4.2 text"),
+            PaperValue("test_mse", 0.949, {"base": "rotation"}, "§4.2 text"),
+        ),
+        plots=(Plot(x="base", y="test_mse", kind="bar", title="Angle regression test MSE (rad^2) by base"),),
+    )
+)

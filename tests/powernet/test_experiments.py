@@ -1,0 +1,33 @@
+"""Quick configs of the PowerNet experiments run and produce sensible metrics."""
+
+import math
+
+import pytest
+
+from symkit.experiments import get_experiment
+
+
+def test_angle_quick_runs_and_reports_consistent_metrics():
+    exp = get_experiment("powernet-angle")
+    cfg = exp.make_config(quick=True, base="rotation")
+    m = exp.run(cfg)
+    # angles uniform on [-pi, pi): the mean predictor's MSE is close to pi^2 / 3
+    assert m["mean_predictor_mse"] == pytest.approx(math.pi**2 / 3, rel=0.25)
+    assert 0 < m["test_mse"] < 3 * m["mean_predictor_mse"]
+    assert m["test_wrapped_mse"] <= m["test_mse"] + 1e-12
+    assert m["test_mae"] ** 2 <= m["test_mse"] + 1e-12
+    assert m["n_train_digits"] == cfg.train_subset and m["n_test"] == round(1797 * cfg.test_fraction)
+    assert {p.where["base"] for p in exp.paper} == {"shift_up", "scaling", "rotation"}
+    with pytest.raises(ValueError, match="base"):
+        exp.run(exp.make_config(quick=True, base="affine"))
+
+
+def test_classify_quick_runs_both_models_on_the_same_data():
+    exp = get_experiment("powernet-classify")
+    m = exp.run(exp.make_config(quick=True))
+    for name in ("powernet", "cnn"):
+        assert 0.0 <= m[f"{name}_test_acc"] <= 1.0
+        assert math.isfinite(m[f"{name}_train_loss"])
+    # 17 terms per channel pair (4 series of 5, sharing the identity) against 25 conv taps
+    assert m["powernet_params"] < m["cnn_params"]
+    assert m["acc_gap"] == pytest.approx(m["powernet_test_acc"] - m["cnn_test_acc"])

@@ -1,5 +1,19 @@
 """symkit.measure: how equivariant is a model, where is it lost (thesis ch. 4)."""
 
+from symkit.measure.baselines import (
+    SampleResult,
+    discrete_shift_consistency,
+    pi_consistency_loss,
+    sample_equivariance_error,
+    sample_rotation_error,
+    sample_translation_error,
+)
+from symkit.measure.layerwise import (
+    LayerwiseResult,
+    find_leaves,
+    layerwise_lie_derivative,
+    plot_cumulative_contributions,
+)
 from symkit.measure.lie import (
     LEEResult,
     act,
@@ -10,6 +24,13 @@ from symkit.measure.lie import (
     reduce_lie,
     tensor_kind,
     with_scores,
+)
+from symkit.measure.matrix import (
+    EquivarianceReport,
+    generator_lie_derivatives,
+    linear_lie_derivative,
+    rep_lie_derivative,
+    sampled_equivariance_error,
 )
 from symkit.measure.transforms import (
     SPATIAL_TRANSFORMS,
@@ -22,6 +43,21 @@ from symkit.measure.transforms import (
 )
 
 __all__ = [
+    "EquivarianceReport",
+    "LayerwiseResult",
+    "SampleResult",
+    "discrete_shift_consistency",
+    "find_leaves",
+    "generator_lie_derivatives",
+    "layerwise_lie_derivative",
+    "linear_lie_derivative",
+    "pi_consistency_loss",
+    "plot_cumulative_contributions",
+    "rep_lie_derivative",
+    "sample_equivariance_error",
+    "sample_rotation_error",
+    "sample_translation_error",
+    "sampled_equivariance_error",
     "LEEResult",
     "ImageFlow",
     "SPATIAL_TRANSFORMS",

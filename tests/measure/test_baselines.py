@@ -1,0 +1,98 @@
+"""Sample-based metrics and consistency losses (notes §4, §6 item 12)."""
+
+import pytest
+import torch
+from torch import nn
+
+from symkit.measure import (
+    discrete_shift_consistency,
+    get_transform,
+    lie_derivative,
+    pi_consistency_loss,
+    sample_equivariance_error,
+    sample_rotation_error,
+    sample_translation_error,
+    translate_pixels,
+)
+
+D = torch.float64
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=D)
+
+
+class Pool(nn.Module):
+    """Global average pool then a linear head: invariant to integer shifts with wrap-around only."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.head = nn.Linear(3, 4).double()
+
+    def forward(self, x):
+        return self.head(torch.tanh(x).mean((2, 3)))
+
+
+def test_sample_errors_vanish_for_equivariant_maps_and_not_otherwise():
+    x = randn(3, 3, 16, 16)
+    conv1 = nn.Conv2d(3, 2, 1).double()
+    assert sample_rotation_error(conv1, x, on="logits").value < 1e-12
+    assert sample_translation_error(conv1, x, on="logits").value < 1e-12
+    relu_sub = lambda z: torch.relu(z)[..., ::2, ::2]  # noqa: E731
+    assert sample_translation_error(relu_sub, x, on="logits").value > 1e-2
+    r = sample_equivariance_error(relu_sub, x, "shear_x", max_t=0.1, on="logits")
+    assert r.value > 1e-2 and r.per_sample.shape == (3,)
+
+
+def test_sample_translation_uses_pixels():
+    # a whole-pixel translation of a constant-padded image is exact in the interior: compare one draw by hand
+    x = randn(2, 1, 11, 11)
+    r = sample_translation_error(lambda z: z[..., 5:6, 5:6].flatten(1), x, max_pixels=0.0, on="logits")
+    assert r.value == 0.0
+
+
+def test_discrete_shift_consistency_has_no_wraparound():
+    x = randn(8, 3, 12, 12)
+    m = Pool()
+    # a circular shift would leave a global pool unchanged (consistency 1); a padded shift changes the content
+    rolled = torch.roll(x, 3, dims=-1)
+    torch.testing.assert_close(m(rolled), m(x))
+    shifted = translate_pixels(x, 3.0, 0.0)
+    assert not torch.allclose(m(shifted), m(x))
+    r = discrete_shift_consistency(m, x, max_shift=4, n_shifts=6)
+    assert 0.0 <= r.value <= 1.0
+    assert discrete_shift_consistency(lambda z: z.new_zeros(z.shape[0], 2), x).value == 1.0
+    # zero shift range means nothing changes
+    assert discrete_shift_consistency(m, x, max_shift=0).value == 1.0
+
+
+def test_pi_consistency_matches_lie_derivative_for_small_sigma():
+    # Eq. A.12 for a smooth flow (brightness): E||f(T_a x) - f(T_b x)||^2 / (2 sigma^2) -> ||L f||^2
+    x = randn(4, 3, 6, 6)
+    m = Pool()
+    L2 = lie_derivative(m, x, "brightness").pow(2).sum(1).mean().detach()
+    sigma = 1e-4
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        est = torch.stack([pi_consistency_loss(m, x, "brightness", sigma=sigma, generator=gen) for _ in range(800)])
+    ratio = est.mean() / (2 * sigma**2 * L2)
+    # Monte Carlo: (a - b)^2 / (2 sigma^2) is chi^2_1, averaged over 800 x 4 draws -> ~2.5% relative error
+    assert abs(ratio - 1) < 0.1
+
+
+def test_pi_loss_is_differentiable():
+    x = randn(2, 3, 6, 6)
+    m = Pool()
+    pi_consistency_loss(m, x, get_transform("rotate"), sigma=0.1, seed=0).backward()
+    assert m.head.weight.grad.abs().max() > 0
+
+
+def test_bad_arguments():
+    x = randn(2, 3, 6, 6)
+    with pytest.raises(ValueError, match="n_samples"):
+        sample_rotation_error(Pool(), x, n_samples=0)
+    with pytest.raises(ValueError, match="max_shift"):
+        discrete_shift_consistency(Pool(), x, max_shift=-1)
+    with pytest.raises(ValueError, match=r"\(B, C, H, W\)"):
+        sample_translation_error(Pool(), x[0])

@@ -98,9 +98,16 @@ def test_report_as_csv_has_one_row_per_setting(runner, toy, tmp_path):
 
 
 def test_report_without_runs_says_what_to_do(runner, toy, tmp_path):
+    missing = tmp_path / "missing.db"
+    result = invoke(runner, "report", "cli-toy", "--store", str(missing))
+    assert result.exit_code == 1 and "there is no results store at" in result.output
+    assert not missing.exists()  # reading does not create a store
+    Store(tmp_path / "s.db").record("other", {"seed": 0}, {"x": 1})
     result = invoke(runner, "report", "cli-toy", "--store", str(tmp_path / "s.db"))
     assert result.exit_code == 2
     assert "no runs of 'cli-toy'" in result.output and "symkit reproduce cli-toy" in result.output
+    listing = invoke(runner, "runs", "cli-toy", "--store", str(tmp_path / "s.db"))
+    assert "No runs of 'cli-toy'" in listing.output and "experiments stored: other" in listing.output
 
 
 def test_failed_runs_exit_nonzero_and_are_listed_with_their_error(runner, toy, tmp_path, monkeypatch):

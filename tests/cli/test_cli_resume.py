@@ -96,3 +96,18 @@ def test_two_sweeps_on_one_store_at_once_record_every_run_once(tmp_path):
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err
     _assert_each_run_once(db)
+
+
+def test_sigterm_stops_the_sweep_cleanly(tmp_path):
+    db = tmp_path / "s.db"
+    proc = subprocess.Popen(symkit_cmd(*SWEEP, "--store", str(db)), env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_runs(db, proc, 1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Interrupted" in err and "Traceback" not in err
+    assert 1 <= len(_recorded(db)) < len(ALL_RUNS)

@@ -56,10 +56,29 @@ def _clear_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def _open_store(path: Path | None):  # -> Store
+def _open_store(path: Path | None, create: bool = True):  # -> Store
     from symkit.store import Store
 
-    return Store(path)
+    return Store(path, create=create)
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C while a sweep runs, so worker processes are stopped before exiting."""
+    import signal
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @app.command("list")
@@ -120,8 +139,9 @@ def reproduce(
 def _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed, exit_on_failure=True) -> int:
     from symkit.cli.sweep import run_sweep
 
-    result = run_sweep(exp, specs, db, executor=executor, jobs=jobs, ray_address=ray_address,
-                       retry_failed=retry_failed)
+    with _sigterm_as_interrupt():
+        result = run_sweep(exp, specs, db, executor=executor, jobs=jobs, ray_address=ray_address,
+                           retry_failed=retry_failed)
     typer.echo(
         f"{exp.name}: {result.total} runs in the sweep; {result.already_ok} already stored, ran {result.ran}"
         f" ({result.failed} failed) -> {db.path}"
@@ -159,7 +179,7 @@ def report(
         if fmt not in ("md", "csv"):
             raise UsageError(f"unknown report format {fmt!r}; valid formats: md, csv")
         exp = get_experiment(name)
-        db = _open_store(store)
+        db = _open_store(store, create=False)
         text, paths = _write_report(exp, db, out if out is not None else Path("runs") / "reports" / name, fmt)
         typer.echo(text, nl=False)
         for path in paths:
@@ -187,7 +207,7 @@ def runs(
 ) -> None:
     """The stored runs of an experiment: config, seed, status, time (and the error of failed runs)."""
     with _clear_errors():
-        db = _open_store(store)
+        db = _open_store(store, create=False)
         records = db.runs(name, status="failed" if failed else None)
         if not records:
             known = ", ".join(db.counts()) or "(none)"

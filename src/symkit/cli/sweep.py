@@ -333,7 +333,11 @@ def _ray(specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_start:
     started_here = False
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"address": ray_address} if ray_address else {"num_cpus": jobs}
-        ray.init(**kwargs, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        try:
+            ray.init(**kwargs, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        except Exception as exc:  # no cluster at that address, a port in use, ...
+            where = f"the Ray cluster at {ray_address!r}" if ray_address else "a local Ray instance"
+            raise SweepError(f"cannot start or reach {where}: {type(exc).__name__}: {exc}") from None
         started_here = True
     remote = ray.remote(num_cpus=1, max_retries=0)(execute)
     window = max(2 * jobs, 2 * int(ray.cluster_resources().get("CPU", 1)))

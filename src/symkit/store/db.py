@@ -141,11 +141,14 @@ class Store:
     >>> store.record(experiment="toy", config={"n": 3, "seed": 0}, metrics={"err": 0.1})  # doctest: +SKIP
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 60.0) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 60.0, create: bool = True) -> None:
         self.path = Path(path) if path is not None else default_store_path()
         self.timeout = float(timeout)
         if self.path.is_dir():
             raise StoreError(f"store path {str(self.path)!r} is a directory; expected a .db file path")
+        if not create and not self.path.exists():
+            raise StoreError(f"there is no results store at {str(self.path)!r}; run `symkit reproduce` first or pass "
+                             "the right --store")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = self._open()
 

@@ -418,8 +418,10 @@ def run_sweep(
         total=len(specs), initial=len(specs) - len(todo), desc=experiment.name, unit="run", position=0,
         disable=not show, dynamic_ncols=True,
     )
+    run_bar = _RunBar(show, parallel=None if executor == "local" else jobs)
+
     def on_start(spec: RunSpec) -> None:
-        bar.set_postfix_str(f"running: {spec.label(varying)}")
+        run_bar.start(spec.label(varying))
 
     outcomes = _EXECUTORS[executor](todo, jobs, ray_address, on_start)
     try:
@@ -433,11 +435,60 @@ def run_sweep(
             if outcome.error is not None:
                 result.failed += 1
                 result.failures.append(outcome)
-            bar.set_postfix_str(f"done: {outcome.spec.label(varying)}" + (" FAILED" if outcome.error else ""))
+            run_bar.finish(outcome.spec.label(varying), outcome.duration, outcome.error is not None)
             bar.update(1)
     except KeyboardInterrupt:
         result.interrupted = True
     finally:
         outcomes.close()
+        run_bar.close()
         bar.close()
     return result
+
+
+class _RunBar:
+    """The second progress line: the run in progress and its elapsed time (local executor), or the last finished
+    run (parallel executors, whose runs start in the workers). An experiment's own inner bar goes below it."""
+
+    def __init__(self, show: bool, parallel: int | None) -> None:
+        import threading
+
+        from tqdm.auto import tqdm
+
+        self.parallel = parallel
+        self.label, self.t0, self.last = "", time.monotonic(), ""
+        self.bar = tqdm(total=None, position=1, leave=False, disable=not show, bar_format="{desc}",
+                        dynamic_ncols=True)
+        self.show = show
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True) if show else None
+        if self._thread is not None:
+            self._thread.start()
+
+    def _text(self) -> str:
+        if self.parallel is None:
+            if not self.label:
+                return f"  {self.last}" if self.last else ""
+            return f"  run: {self.label}  [{time.monotonic() - self.t0:.0f} s]"
+        return f"  {self.parallel} workers; " + (self.last or "waiting for the first run")
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.5):
+            self.bar.set_description_str(self._text(), refresh=True)
+
+    def start(self, label: str) -> None:
+        self.label, self.t0 = label, time.monotonic()
+        if self.show:
+            self.bar.set_description_str(self._text(), refresh=True)
+
+    def finish(self, label: str, seconds: float, failed: bool) -> None:
+        self.label = ""
+        self.last = f"last: {label} in {seconds:.1f} s" + (" (FAILED)" if failed else "")
+        if self.show:
+            self.bar.set_description_str(self._text(), refresh=True)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        self.bar.close()

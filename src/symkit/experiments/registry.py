@@ -250,14 +250,14 @@ def _parse_as(tp: Any, text: str) -> Any:
 
 
 def progress(iterable: Iterable[T_], total: int | None = None, desc: str = "") -> Iterable[T_]:
-    """A progress bar for the inner loop of a run (the second bar under the sweep's bar of ``symkit reproduce``).
+    """A progress bar for the inner loop of a run (under the sweep's and the run's lines of ``symkit reproduce``).
 
     Shown only on a terminal and unless ``SYMKIT_PROGRESS=0``.
     """
     from tqdm.auto import tqdm
 
     disable = os.environ.get("SYMKIT_PROGRESS", "1") == "0" or not sys.stderr.isatty()
-    return tqdm(iterable, total=total, desc=desc, position=1, leave=False, disable=disable, dynamic_ncols=True)
+    return tqdm(iterable, total=total, desc=desc, position=2, leave=False, disable=disable, dynamic_ncols=True)
 
 
 _REGISTRY: dict[str, Experiment] = {}

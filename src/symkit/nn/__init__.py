@@ -1,1 +1,21 @@
-"""symkit.nn"""
+"""Torch modules: exactly equivariant layers (EMLP), soft equivariance (RPP), and the other layer families in
+their submodules (`symkit.nn.powernet`, `symkit.nn.relaxed`, `symkit.nn.sharing`, `symkit.nn.vision`)."""
+
+from symkit.nn.emlp import (
+    EMLP,
+    MLP,
+    BiLinear,
+    EMLPBlock,
+    EquivariantLinear,
+    GatedNonlinearity,
+    gate_count,
+    gated,
+    swish,
+    uniform_rep,
+)
+from symkit.nn.rpp import RPPEMLP, RPPGatedNonlinearity, RPPLinear, equivariant_fraction, rpp_penalty
+
+__all__ = [
+    "EMLP", "MLP", "BiLinear", "EMLPBlock", "EquivariantLinear", "GatedNonlinearity", "gate_count", "gated", "swish",
+    "uniform_rep", "RPPEMLP", "RPPGatedNonlinearity", "RPPLinear", "equivariant_fraction", "rpp_penalty",
+]

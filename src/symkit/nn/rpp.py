@@ -1,0 +1,138 @@
+"""Residual pathway priors: soft equivariance (thesis ch. 3).
+
+Every layer is the sum of an equivariant path ``A`` (``vec(A) = Q beta``) and an unconstrained path ``B``; with
+Gaussian priors ``beta ~ N(0, sigma_a^2)``, ``B ~ N(0, sigma_b^2)`` the sum has prior covariance
+``(sigma_a^2 + sigma_b^2) Q Q^T + sigma_b^2 P P^T`` (eq. 3.1), so the equivariant subspace gets more prior mass and
+MAP training explains what it can with the equivariant path. :func:`rpp_penalty` is the negative log prior (up to
+a constant) to add to the summed negative log likelihood; in terms of weight decay on a *summed* loss,
+``wd = 1 / (2 sigma^2)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from symkit.groups.base import Group
+from symkit.nn.emlp import BiLinear, EquivariantLinear, GatedNonlinearity, _check_rep, gated, swish, uniform_rep
+from symkit.reps.core import Rep
+
+__all__ = ["RPPLinear", "RPPGatedNonlinearity", "RPPEMLP", "rpp_penalty", "equivariant_fraction"]
+
+#: scale of the unconstrained path at initialisation, relative to the equivariant one (reference code: 1e-3)
+BASIC_INIT_SCALE = 1e-3
+
+
+class RPPLinear(nn.Module):
+    """``y = (A + B) x + a + b``: an equivariant linear layer (``A``, ``a``) plus a dense one (``B``, ``b``)."""
+
+    def __init__(self, rep_in: Rep, rep_out: Rep, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.equivariant = EquivariantLinear(rep_in, rep_out, dtype=dtype)
+        self.basic = nn.Linear(rep_in.size, rep_out.size, dtype=dtype)
+        with torch.no_grad():
+            self.basic.weight.normal_(0.0, BASIC_INIT_SCALE / math.sqrt(max(rep_in.size, 1)))
+            self.basic.bias.zero_()
+
+    @property
+    def rep_in(self) -> Rep:
+        return self.equivariant.rep_in
+
+    @property
+    def rep_out(self) -> Rep:
+        return self.equivariant.rep_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.equivariant(x) + self.basic(x)
+
+
+class RPPGatedNonlinearity(nn.Module):
+    """The gated nonlinearity plus a non-equivariant residual ``w * swish(v)`` with a per-channel weight ``w``
+    (footnote 1 of ch. 3: gates do not reduce to swish, so the flexible path gets its own pointwise term)."""
+
+    def __init__(self, rep: Rep, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.gated = GatedNonlinearity(rep)
+        self.basic = nn.Parameter(torch.full((rep.size,), BASIC_INIT_SCALE, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gated(x) + self.basic * swish(x[..., : self.basic.shape[0]])
+
+
+class _RPPBlock(nn.Module):
+    def __init__(self, rep_in: Rep, rep_out: Rep, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.linear = RPPLinear(rep_in, gated(rep_out), dtype=dtype)
+        self.bilinear = BiLinear(gated(rep_out), dtype=dtype)
+        self.nonlinearity = RPPGatedNonlinearity(rep_out, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.linear(x)
+        return self.nonlinearity(h + self.bilinear(h))
+
+
+class RPPEMLP(nn.Module):
+    """An EMLP whose every layer has a residual unconstrained path (RPP-EMLP, Sec. 3.4). Train it with
+    ``loss = sum of negative log likelihoods + rpp_penalty(model, sigma_equivariant, sigma_basic)``."""
+
+    def __init__(
+        self,
+        rep_in: Rep,
+        rep_out: Rep,
+        group: Group,
+        ch: int | Rep | Sequence[int | Rep] = 384,
+        num_layers: int = 3,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        super().__init__()
+        _check_rep("rep_in", rep_in)
+        _check_rep("rep_out", rep_out)
+        widths = list(ch) if isinstance(ch, (list, tuple)) else [ch] * num_layers
+        hidden = [uniform_rep(c, group) if not isinstance(c, Rep) else c for c in widths]
+        reps = [rep_in, *hidden]
+        self.blocks = nn.Sequential(*[_RPPBlock(a, b, dtype) for a, b in zip(reps, reps[1:])])
+        self.head = RPPLinear(reps[-1], rep_out, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(x))
+
+
+def _split_parameters(model: nn.Module) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    equivariant, basic = [], []
+    for module in model.modules():
+        if isinstance(module, RPPLinear):
+            equivariant += list(module.equivariant.weight_basis.parameters())
+            basic.append(module.basic.weight)
+        elif isinstance(module, RPPGatedNonlinearity):
+            basic.append(module.basic)
+    return equivariant, basic
+
+
+def rpp_penalty(model: nn.Module, sigma_equivariant: float, sigma_basic: float) -> torch.Tensor:
+    """Negative log prior ``|beta|^2 / (2 sigma_a^2) + |B|^2 / (2 sigma_b^2)`` over the RPP layers of ``model``
+    (biases unpenalised, as in the reference code). With orthonormal ``Q``, ``|beta| = |A|_F``."""
+    for name, s in (("sigma_equivariant", sigma_equivariant), ("sigma_basic", sigma_basic)):
+        if not (isinstance(s, (int, float)) and s > 0):
+            raise ValueError(f"rpp_penalty: {name} must be a positive number, got {s!r}")
+    equivariant, basic = _split_parameters(model)
+    if not equivariant and not basic:
+        raise ValueError(f"rpp_penalty: {type(model).__name__} has no RPP layers")
+    total = sum(p.pow(2).sum() for p in equivariant) / (2 * sigma_equivariant**2)
+    return total + sum(p.pow(2).sum() for p in basic) / (2 * sigma_basic**2)
+
+
+@torch.no_grad()
+def equivariant_fraction(model: nn.Module) -> float:
+    """``sum |A|^2 / sum (|A|^2 + |B|^2)`` over the RPP linear layers: how much of the weight norm the equivariant
+    path carries (1 = exactly equivariant linear layers)."""
+    a = b = 0.0
+    for module in model.modules():
+        if isinstance(module, RPPLinear):
+            a += float(module.equivariant.weight.pow(2).sum())
+            b += float(module.basic.weight.pow(2).sum())
+    if a + b == 0:
+        raise ValueError(f"equivariant_fraction: {type(model).__name__} has no RPP linear layers")
+    return a / (a + b)

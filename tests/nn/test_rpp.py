@@ -1,0 +1,54 @@
+"""Residual pathway priors: the prior's algebra (eq. 3.1), the penalty, and the exactness limit."""
+
+import math
+
+import pytest
+import torch
+
+from symkit.groups import O
+from symkit.nn.rpp import RPPEMLP, RPPLinear, equivariant_fraction, rpp_penalty
+from symkit.reps import Scalar, V
+
+
+def test_rpp_linear_is_the_sum_of_its_two_paths():
+    G = O(3)
+    layer = RPPLinear(V(G) + Scalar, V(G), dtype=torch.float64)
+    x = torch.randn(7, 4, dtype=torch.float64)
+    expected = x @ (layer.equivariant.weight + layer.basic.weight).T + layer.equivariant.bias + layer.basic.bias
+    assert torch.allclose(layer(x), expected)
+
+
+def test_rpp_with_zero_flexible_path_is_exactly_equivariant():
+    G = O(3)
+    torch.manual_seed(0)
+    model = RPPEMLP(2 * V(G), V(G), G, ch=24, num_layers=2, dtype=torch.float64)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("basic.weight") or name.endswith("basic.bias") or name.endswith("nonlinearity.basic"):
+                p.zero_()
+    x = torch.randn(5, 6, dtype=torch.float64)
+    for g in G.samples(3, seed=0):
+        R_in = torch.as_tensor((2 * V(G)).rho(g))
+        R_out = torch.as_tensor(V(G).rho(g))
+        assert torch.allclose(model(x @ R_in.T), model(x) @ R_out.T, atol=1e-12)
+    assert equivariant_fraction(model) == pytest.approx(1.0)
+
+
+def test_rpp_penalty_is_the_gaussian_negative_log_prior():
+    G = O(3)
+    layer = RPPLinear(V(G), V(G), dtype=torch.float64)
+    beta = torch.cat([p.reshape(-1) for p in layer.equivariant.weight_basis.parameters()])
+    # orthonormal Q: the coefficient norm is the Frobenius norm of the equivariant weight
+    assert float(beta.norm()) == pytest.approx(float(layer.equivariant.weight.norm()), rel=1e-12)
+    sa, sb = math.sqrt(10.0), 0.5
+    expected = beta.pow(2).sum() / (2 * sa**2) + layer.basic.weight.pow(2).sum() / (2 * sb**2)
+    assert float(rpp_penalty(layer, sa, sb)) == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_rpp_penalty_rejects_bad_sigmas_and_models_without_rpp_layers():
+    G = O(3)
+    layer = RPPLinear(V(G), V(G))
+    with pytest.raises(ValueError, match="sigma_basic must be a positive number"):
+        rpp_penalty(layer, 1.0, 0.0)
+    with pytest.raises(ValueError, match="has no RPP layers"):
+        rpp_penalty(torch.nn.Linear(3, 3), 1.0, 1.0)

@@ -143,3 +143,18 @@ def test_help_lists_the_commands(runner):
     assert result.exit_code == 0
     for command in ("list", "reproduce", "report", "runs", "ranks", "demo"):
         assert command in result.output
+
+
+def test_a_broken_experiment_module_does_not_hide_the_others(runner, toy, monkeypatch):
+    from symkit.experiments import registry
+
+    all_experiments()  # the real modules are imported once; discovery below only re-reads them
+    monkeypatch.setattr(registry, "_DISCOVERED", False)
+    monkeypatch.setattr(registry, "_BROKEN", {})
+    monkeypatch.setenv("SYMKIT_EXPERIMENT_MODULES", "symkit_cli_toy,no_such_module_for_symkit")
+    result = invoke(runner, "list")
+    assert result.exit_code == 0
+    assert "cli-toy" in result.stdout
+    assert "experiment module no_such_module_for_symkit failed to import: ModuleNotFoundError" in result.stderr
+    unknown = invoke(runner, "report", "nope")
+    assert "modules that failed to import: no_such_module_for_symkit" in unknown.output

@@ -125,3 +125,10 @@ def test_the_process_executor_stores_the_same_results_as_local(toy, toy_log, tmp
     assert table(pool) == table(local)
     pids = Counter(line.split()[2] for line in toy_log.read_text().splitlines())
     assert len(pids) >= 2  # the pool's runs happened outside this process
+
+
+def test_progress_lines_show_the_sweep_and_the_run(toy, tmp_path, capsys):
+    run_sweep(toy, plan(toy, quick=True), Store(tmp_path / "s.db"), progress=True)
+    err = capsys.readouterr().err
+    assert "cli-toy: 100%" in err and "4/4" in err
+    assert "run: n=10 seed=0" in err or "last: n=" in err

@@ -255,7 +255,7 @@ def execute(spec: RunSpec) -> Outcome:
             )
         metrics = to_jsonable(dict(result))
         canonical_json(metrics)
-    except Exception:
+    except (Exception, SystemExit):  # a run that calls sys.exit() is a failed run, not the end of the sweep
         metrics, error = None, traceback.format_exc()
     return Outcome(spec, metrics, error, started, utc_now(), time.perf_counter() - t0, socket.gethostname())
 

@@ -1,0 +1,76 @@
+"""The registry's additions used by the command line: typed settings, explicit run lists, plot kinds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+from symkit.experiments.registry import Experiment, Plot, import_experiment
+
+
+@dataclass
+class Cfg:
+    n: int = 1
+    lr: float = 0.1
+    name: str = "a"
+    sizes: tuple[int, ...] = (1, 2)
+    pair: tuple[int, str] = (1, "x")
+    flag: bool = False
+    limit: int | None = None
+    mode: Literal["fast", "slow"] = "fast"
+    seed: int = 0
+
+
+def _exp(**kwargs) -> Experiment:
+    return Experiment("cli-test-registry", "d", "r", Cfg, run=lambda c: {}, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "value"),
+    [
+        ("n", "5", 5), ("lr", "1e-3", 1e-3), ("name", "b c", "b c"), ("sizes", "3, 4", (3, 4)),
+        ("sizes", "[5, 6]", (5, 6)), ("pair", "2,y", (2, "y")), ("flag", "yes", True), ("flag", "0", False),
+        ("limit", "none", None), ("limit", "7", 7), ("mode", "slow", "slow"),
+    ],
+)
+def test_settings_are_parsed_as_the_field_type(key, text, value):
+    assert _exp().parse_setting(key, text) == value
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "message"),
+    [
+        ("n", "1.5", "expected int"), ("flag", "maybe", "expected bool (true or false)"),
+        ("pair", "1,2,3", "2 comma-separated values"), ("mode", "medium", "one of 'fast', 'slow'"),
+        ("limit", "x", "expected int | None"), ("nope", "1", "has no setting 'nope'; valid settings: n, lr"),
+    ],
+)
+def test_bad_settings_say_what_was_expected(key, text, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("|", r"\|")):
+        _exp().parse_setting(key, text)
+
+
+def test_points_make_the_grid_and_are_checked():
+    exp = _exp(points=lambda quick: [{"n": 1}, {"n": 2}] if quick else [{"n": 1}, {"n": 2}, {"n": 3}],
+               sweep={"seed": (0, 1)})
+    assert exp.grid(quick=True) == [{"seed": 0, "n": 1}, {"seed": 1, "n": 1}, {"seed": 0, "n": 2},
+                                    {"seed": 1, "n": 2}]
+    assert len(exp.grid()) == 6
+    bad = _exp(points=lambda quick: [{"m": 1}])
+    with pytest.raises(TypeError, match="points\\(\\) gave m, which is not a field of Cfg"):
+        bad.grid()
+
+
+def test_plot_kind_is_checked():
+    assert Plot(x="n", y="err", kind="scatter", diagonal=True).diagonal
+    with pytest.raises(ValueError, match="Plot kind must be 'line', 'bar' or 'scatter', got 'pie'"):
+        Plot(x="n", y="err", kind="pie")
+
+
+def test_import_experiment_imports_the_module_that_registers_it():
+    exp = import_experiment("cli-toy", "symkit_cli_toy")
+    assert exp.name == "cli-toy" and exp.config.__name__ == "ToyConfig"
+    with pytest.raises(KeyError, match="no experiment named 'cli-none'; valid names: .*cli-toy"):
+        import_experiment("cli-none")

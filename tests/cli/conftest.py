@@ -9,10 +9,14 @@ import pytest
 
 @pytest.fixture
 def toy():
-    """The toy experiment, registered in this process."""
+    """The toy experiment, registered in this process for the test only (other suites never see it)."""
     import symkit_cli_toy
 
-    return symkit_cli_toy.EXPERIMENT
+    from symkit.experiments import registry
+
+    registry._REGISTRY[symkit_cli_toy.NAME] = symkit_cli_toy.EXPERIMENT
+    yield symkit_cli_toy.EXPERIMENT
+    registry._REGISTRY.pop(symkit_cli_toy.NAME, None)
 
 
 @pytest.fixture

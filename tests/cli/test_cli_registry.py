@@ -69,7 +69,13 @@ def test_plot_kind_is_checked():
         Plot(x="n", y="err", kind="pie")
 
 
-def test_import_experiment_imports_the_module_that_registers_it():
+def test_import_experiment_imports_the_module_that_registers_it(monkeypatch):
+    import sys
+
+    from symkit.experiments import registry
+
+    monkeypatch.delitem(sys.modules, "symkit_cli_toy", raising=False)  # restored afterwards
+    monkeypatch.setattr(registry, "_REGISTRY", {k: v for k, v in registry._REGISTRY.items() if k != "cli-toy"})
     exp = import_experiment("cli-toy", "symkit_cli_toy")
     assert exp.name == "cli-toy" and exp.config.__name__ == "ToyConfig"
     with pytest.raises(KeyError, match="no experiment named 'cli-none'; valid names: .*cli-toy"):

@@ -88,16 +88,17 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(toy, toy_log, tmp_path,
     assert sorted(r.attempts for r in rows) == [1, 1, 2, 2]
 
 
-def test_a_run_returning_a_non_dict_is_a_recorded_failure(tmp_path):
+def test_a_run_returning_a_non_dict_is_a_recorded_failure(tmp_path, monkeypatch):
     from dataclasses import dataclass
 
-    from symkit.experiments.registry import Experiment, register
+    from symkit.experiments import registry
 
     @dataclass
     class C:
         seed: int = 0
 
-    exp = register(Experiment("cli-test-bad-return", "returns a list", "nothing", C, run=lambda c: [1, 2]))
+    exp = registry.Experiment("cli-test-bad-return", "returns a list", "nothing", C, run=lambda c: [1, 2])
+    monkeypatch.setitem(registry._REGISTRY, exp.name, exp)  # registered for this test only
     store = Store(tmp_path / "s.db")
     result = run_sweep(exp, plan(exp), store)
     assert result.failed == 1

@@ -1,0 +1,282 @@
+"""LEE trends across architectures (thesis Ch. 4: Sec. 4.5-4.6, Fig. 4.1, 4.4, 4.7), on offline digits.
+
+Trains a small CNN, an MLP-Mixer-like and a ViT-like model (``symkit.nn.vision``) on scikit-learn's handwritten
+digits upsampled to ``image_size`` (no download), then measures:
+
+* end-to-end LEE of the softmax probabilities (Eq. 4.4, ``mean_sq``) for every transform, on held-out digits,
+  before and after training (``lee_init_*`` / ``lee_*``), plus the reference code's ``mean_abs`` reduction for
+  translation;
+* the equivariance gap: translation and rotation LEE on train, test and *shifted* data (test digits with added
+  Gaussian pixel noise, a covariate shift standing in for the thesis's out-of-distribution datasets, Fig. 4.7);
+* layer-wise attribution (Eq. 4.6, exact decomposition) of translation LEE: each layer type's share of
+  ``sum_i ||C_i||`` and the cumulative share at each quarter of the depth (Fig. 4.4), with the closure residual;
+* the sample-based baselines (translation error over U(-5, 5) px, discrete shift consistency).
+
+The thesis studies 410 ImageNet models; this is a small-scale analogue whose numbers are not comparable with its
+figures, but whose questions are the same (which architecture is more equivariant after training, where the error
+comes from, whether the gap grows off-distribution).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from symkit.experiments.registry import Experiment, Plot, register
+from symkit.measure import (
+    discrete_shift_consistency,
+    layerwise_lie_derivative,
+    lee,
+    pixels_per_unit,
+    sample_translation_error,
+)
+from symkit.measure.lie import progress_enabled
+from symkit.nn.vision import build_model
+
+ARCHS = ("cnn", "mixer", "vit")
+TRANSFORMS = (
+    "translate_x",
+    "translate_y",
+    "rotate",
+    "scale",
+    "shear_x",
+    "shear_y",
+    "stretch_x",
+    "hyperbolic_rotate",
+    "brightness",
+)
+GAP_TRANSFORMS = ("translate_x", "rotate")
+CATEGORIES = ("embedding", "conv", "norm", "nonlinearity", "pooling", "mixing", "linear", "position", "other")
+
+
+@dataclass
+class LEETrendsConfig:
+    """Settings; the defaults are the full study (a few minutes per architecture on one core)."""
+
+    arch: str = "cnn"
+    image_size: int = 32
+    width: int = 32  # CNN base width / token dimension
+    depth: int = 4  # CNN stages are 2; mixer / ViT blocks
+    patch: int = 4
+    epochs: int = 20
+    max_steps: int = 0  # 0: no cap
+    batch_size: int = 64
+    lr: float = 1e-3
+    augment_pixels: float = 0.0  # random translations of up to this many pixels during training
+    test_fraction: float = 0.3
+    n_eval: int = 100  # images per split for end-to-end LEE (the thesis uses 100)
+    layer_images: int = 20  # images for layer-wise attribution (the thesis uses 20)
+    shift_noise: float = 0.3  # std of the Gaussian noise of the shifted split (in [0, 1] pixel units)
+    num_threads: int = 0  # torch threads during the run (0: leave unchanged); small models run best on 1
+    seed: int = 0
+
+
+def _model(config: LEETrendsConfig) -> nn.Module:
+    if config.arch == "cnn":
+        return build_model("cnn", in_channels=1, num_classes=10, width=config.width, stages=2)
+    if config.arch in ("mixer", "vit"):
+        return build_model(
+            config.arch,
+            in_channels=1,
+            num_classes=10,
+            image_size=config.image_size,
+            patch=config.patch,
+            dim=config.width,
+            depth=config.depth,
+        )
+    raise ValueError(f"arch must be one of {ARCHS}, got {config.arch!r}")
+
+
+def category(name: str, kind: str) -> str:
+    """Coarse layer type for the attribution summary."""
+    if "embed" in name:
+        return "embedding"
+    if kind.startswith("Conv"):
+        return "conv"
+    if "Norm" in kind:
+        return "norm"
+    if kind in ("ReLU", "GELU", "SiLU", "Tanh", "LeakyReLU", "Sigmoid", "ELU"):
+        return "nonlinearity"
+    if "Pool" in kind or kind in ("TokenMean", "ClassToken"):
+        return "pooling"
+    if kind in ("Attention", "TokenMixing", "MultiheadAttention"):
+        return "mixing"
+    if kind == "Linear":
+        return "linear"
+    if kind == "AddClassToken":
+        return "position"
+    return "other"
+
+
+def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    with torch.no_grad():
+        return float((model(x).argmax(1) == y).double().mean())
+
+
+def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: LEETrendsConfig, gen: torch.Generator) -> int:
+    from tqdm.auto import tqdm
+
+    from symkit.measure import translate_pixels
+
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+    steps_per_epoch = math.ceil(x.shape[0] / config.batch_size)
+    total = config.epochs * steps_per_epoch
+    if config.max_steps > 0:
+        total = min(total, config.max_steps)
+    model.train()
+    step = 0
+    bar = tqdm(total=total, desc=f"train {config.arch}", disable=not progress_enabled(), leave=False)
+    while step < total:
+        perm = torch.randperm(x.shape[0], generator=gen)
+        for idx in perm.split(config.batch_size):
+            if step >= total:
+                break
+            xb, yb = x[idx], y[idx]
+            if config.augment_pixels > 0:
+                d = (2 * torch.rand(2, len(idx), generator=gen) - 1) * config.augment_pixels
+                xb = translate_pixels(xb, d[0], d[1])
+            loss = F.cross_entropy(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            bar.update(1)
+    bar.close()
+    model.eval()
+    return step
+
+
+def _lee_all(model: nn.Module, x: torch.Tensor, prefix: str, metrics: dict) -> None:
+    for t in TRANSFORMS:
+        r = lee(model, x, t)
+        metrics[f"{prefix}{t}"] = r.value
+        metrics[f"{prefix}{t}_stderr"] = r.stderr
+
+
+def run(config: LEETrendsConfig) -> dict:
+    """Train one architecture and report end-to-end, gap and layer-wise LEE (see the module docstring)."""
+    if config.arch not in ARCHS:
+        raise ValueError(f"arch must be one of {ARCHS}, got {config.arch!r}")
+    threads = torch.get_num_threads()
+    if config.num_threads > 0:
+        torch.set_num_threads(config.num_threads)
+    try:
+        return _run(config)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(config: LEETrendsConfig) -> dict:
+    from symkit.datasets.digits import load_digits_images
+
+    start = time.time()
+    torch.manual_seed(config.seed)
+    gen = torch.Generator().manual_seed(config.seed)
+    images, labels = load_digits_images(size=config.image_size)
+    perm = torch.randperm(images.shape[0], generator=gen)
+    n_test = int(round(config.test_fraction * images.shape[0]))
+    test_idx, train_idx = perm[:n_test], perm[n_test:]
+    mean, std = images[train_idx].mean(), images[train_idx].std()
+    x = (images - mean) / std
+    x_train, y_train, x_test, y_test = x[train_idx], labels[train_idx], x[test_idx], labels[test_idx]
+    noise = torch.randn(x_test.shape, generator=gen) * (config.shift_noise / float(std))
+    x_shift = x_test + noise
+
+    model = _model(config).eval()
+    metrics: dict = {"n_params": sum(p.numel() for p in model.parameters())}
+    ev = slice(0, config.n_eval)
+    metrics["lee_init_translate_x"] = lee(model, x_test[ev], "translate_x").value
+    metrics["lee_init_rotate"] = lee(model, x_test[ev], "rotate").value
+
+    metrics["steps"] = _train(model, x_train, y_train, config, gen)
+    metrics["train_acc"] = _accuracy(model, x_train, y_train)
+    metrics["test_acc"] = _accuracy(model, x_test, y_test)
+    metrics["shifted_acc"] = _accuracy(model, x_shift, y_test)
+
+    _lee_all(model, x_test[ev], "lee_", metrics)
+    metrics["lee_mean_abs_translate_x"] = lee(model, x_test[ev], "translate_x", reduction="mean_abs").value
+    for t in GAP_TRANSFORMS:
+        train_v = lee(model, x_train[ev], t).value
+        shift_v = lee(model, x_shift[ev], t).value
+        metrics[f"lee_train_{t}"] = train_v
+        metrics[f"lee_shifted_{t}"] = shift_v
+        metrics[f"gap_test_over_train_{t}"] = metrics[f"lee_{t}"] / max(train_v, 1e-30)
+        metrics[f"gap_shifted_over_test_{t}"] = shift_v / max(metrics[f"lee_{t}"], 1e-30)
+
+    lw = layerwise_lie_derivative(model, x_test[: config.layer_images], "translate_x", method="exact")
+    frac = lw.fractions
+    for c in CATEGORIES:
+        metrics[f"layer_frac_{c}"] = float(
+            sum(float(f) for f, n, k in zip(frac, lw.names, lw.types) if category(n, k) == c)
+        )
+    cum = torch.cumsum(frac, 0)
+    n = len(cum)
+    for q in (1, 2, 3):
+        metrics[f"layer_cum_q{q}"] = float(cum[max(0, math.ceil(q * n / 4) - 1)])
+    top = int(frac.argmax())
+    metrics["layer_top"] = lw.names[top]
+    metrics["layer_top_frac"] = float(frac[top])
+    metrics["layer_residual"] = lw.residual
+    metrics["layer_sum_norms_over_norm"] = float(
+        lw.sq_norms.sqrt().sum(0).mean() / lw.end_to_end.flatten(1).norm(dim=1).mean().clamp_min(1e-30)
+    )
+
+    s = pixels_per_unit(config.image_size)
+    metrics["sample_translation_error"] = sample_translation_error(model, x_test[ev], max_pixels=min(5.0, s)).value
+    metrics["shift_changed"] = 1.0 - discrete_shift_consistency(model, x_test[ev], max_shift=2).value
+    metrics["time_s"] = time.time() - start
+    return metrics
+
+
+def _bar(y: str, title: str) -> Plot:
+    return Plot(x="arch", y=y, kind="bar", title=title)
+
+
+register(
+    Experiment(
+        name="lee-trends",
+        description="End-to-end and layer-wise LEE of CNN, Mixer and ViT digit classifiers; equivariance gap.",
+        reproduces="Finzi thesis Ch. 4 (Gruver et al. ICLR 2023): Fig. 4.1/4.5 (LEE by architecture and transform), "
+        "Fig. 4.4 (layer-wise contributions), Fig. 4.7 (equivariance gap), at small scale on offline digits",
+        config=LEETrendsConfig,
+        run=run,
+        quick={
+            "image_size": 16,
+            "width": 8,
+            "depth": 1,
+            "patch": 4,
+            "max_steps": 60,
+            "batch_size": 32,
+            "lr": 3e-3,
+            "n_eval": 16,
+            "layer_images": 4,
+            "num_threads": 1,
+        },
+        sweep={"arch": ARCHS, "seed": (0, 1, 2)},
+        quick_sweep={"arch": ARCHS, "seed": (0,)},
+        plots=(
+            *(_bar(f"lee_{t}", f"LEE ({t}) of the probabilities, test digits") for t in TRANSFORMS),
+            _bar("test_acc", "Test accuracy"),
+            _bar("lee_init_translate_x", "Translation LEE at initialisation"),
+            _bar("gap_test_over_train_translate_x", "Equivariance gap: test / train translation LEE"),
+            _bar("gap_shifted_over_test_translate_x", "Equivariance gap: shifted / test translation LEE"),
+            *(_bar(f"layer_frac_{c}", f"Share of layer-wise translation LEE: {c}") for c in CATEGORIES),
+            *(_bar(f"layer_cum_q{q}", f"Cumulative share of layer contributions at {q}/4 depth") for q in (1, 2, 3)),
+            Plot(
+                x="test_acc",
+                y="lee_translate_x",
+                hue="arch",
+                kind="scatter",
+                logy=True,
+                title="Translation LEE against test accuracy",
+            ),
+            _bar("sample_translation_error", "Sample translation error (U(-5, 5) px)"),
+            _bar("shift_changed", "Fraction of predictions changed by integer shifts"),
+        ),
+    )
+)

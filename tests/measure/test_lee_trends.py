@@ -1,0 +1,46 @@
+"""The lee-trends experiment's quick config produces coherent measurements."""
+
+import math
+
+import pytest
+
+from symkit.experiments import get_experiment
+from symkit.experiments.lee_trends import CATEGORIES, TRANSFORMS
+
+
+def check(m, arch):
+    for t in TRANSFORMS:
+        assert m[f"lee_{t}"] >= 0 and math.isfinite(m[f"lee_{t}"])
+    # layer-wise shares are a partition of the summed norms and the exact decomposition closes (float32)
+    assert sum(m[f"layer_frac_{c}"] for c in CATEGORIES) == pytest.approx(1.0, abs=1e-5)
+    assert m["layer_residual"] < 1e-4
+    assert 0 <= m["layer_cum_q1"] <= m["layer_cum_q2"] <= m["layer_cum_q3"] <= 1 + 1e-6
+    # sum of norms >= norm of the sum (triangle inequality, Eq. 4.6)
+    assert m["layer_sum_norms_over_norm"] >= 1 - 1e-5
+    # a noisy (shifted) input has more high-frequency content, hence a larger translation Lie derivative
+    assert m["lee_shifted_translate_x"] > m["lee_translate_x"]
+    if arch == "cnn":
+        assert m["layer_frac_embedding"] == 0 and m["layer_frac_mixing"] == 0 and m["layer_frac_conv"] > 0
+    else:
+        assert m["layer_frac_embedding"] > 0 and m["layer_frac_mixing"] > 0 and m["layer_frac_conv"] == 0
+    assert 0 <= m["shift_changed"] <= 1 and m["sample_translation_error"] > 0
+
+
+def test_quick_mixer_run():
+    exp = get_experiment("lee-trends")
+    m = exp.run(exp.make_config(quick=True, arch="mixer"))
+    check(m, "mixer")
+    assert m["test_acc"] > 0.2  # chance is 0.1; 60 Adam steps learn something
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["cnn", "vit"])
+def test_quick_runs(arch):
+    exp = get_experiment("lee-trends")
+    check(exp.run(exp.make_config(quick=True, arch=arch)), arch)
+
+
+def test_bad_arch():
+    exp = get_experiment("lee-trends")
+    with pytest.raises(ValueError, match="arch must be one of"):
+        exp.run(exp.make_config(quick=True, arch="mlp"))

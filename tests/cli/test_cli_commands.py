@@ -72,11 +72,11 @@ def test_reproduce_then_report_shows_means_stderrs_and_paper_values(runner, toy,
     result = invoke(runner, "report", "cli-toy", "--store", str(db), "--out", str(out))
     assert result.exit_code == 0, result.output
     text = result.stdout
-    assert "| n | seeds | mean | error | error (paper) |" in text
+    assert "| n | seeds | error | error (paper) | mean | n_used | positive | label | sizes |" in text
     errors = [r.metrics["error"] for r in Store(db).runs("cli-toy") if r.config["n"] == 100]
     mean, se = np.mean(errors), np.std(errors, ddof=1) / math.sqrt(len(errors))
     [row] = [line for line in text.splitlines() if line.startswith("| 100 | 3 | ")]
-    assert f"| {mean:.4g} ± {se:.2g} | 0.08 |" in row
+    assert row.startswith(f"| 100 | 3 | {mean:.4g} ± {se:.2g} | 0.08 | ")
     assert "error = 0.01 at n=10000 (Table 0)" in text  # a paper value no quick run matches
     assert (out / "report.md").read_text() == text
     png = out / "cli-toy-error-vs-n.png"

@@ -150,10 +150,12 @@ def _metric_names(groups: Sequence[Group]) -> list[str]:
 
 
 def markdown_table(experiment: Experiment, groups: Sequence[Group]) -> str:
-    """The aggregated groups as a markdown table, with a '(paper)' column after each metric the paper reports."""
+    """The aggregated groups as a markdown table; the metrics the paper reports come first, each followed by a
+    '(paper)' column."""
     keys = varying_keys(experiment, groups)
-    metrics = _metric_names(groups)
     with_paper = {m for g in groups for m in g.paper}
+    # the metrics the paper reports come first, each followed by the paper's number
+    metrics = sorted(_metric_names(groups), key=lambda m: m not in with_paper)
     header = [*keys, "seeds"]
     for metric in metrics:
         header.append(metric)

@@ -203,6 +203,23 @@ def _plot_name(experiment: Experiment, plot: Plot, used: set[str]) -> str:
     return name + ".png"
 
 
+def plot_series(experiment: Experiment, plot: Plot, groups: Sequence[Group]) -> dict[str, list[Group]]:
+    """The groups that have both ``x`` and a numeric ``y``, split into labelled series (lines, bar colours).
+
+    A line (or a row of bars) joins settings that differ only in ``x``: series are split by ``hue`` and by every
+    other config field that varies. Scatter plots are split by ``hue`` only.
+    """
+    rows = [g for g in groups
+            if g.value(plot.x) is not None and (_is_number(g.mean.get(plot.y)) or isinstance(g.mean.get(plot.y), bool))]
+    split = [k for k in varying_keys(experiment, rows) if k not in (plot.x, plot.hue)] if plot.kind != "scatter" else []
+    series: dict[str, list[Group]] = {}
+    for group in rows:
+        parts = ([f"{plot.hue}={_fmt(group.config.get(plot.hue))}"] if plot.hue else [])
+        parts += [f"{k}={_fmt(group.config.get(k))}" for k in split]
+        series.setdefault(", ".join(parts), []).append(group)
+    return series
+
+
 def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path: Path) -> Path | None:
     """Draw ``plot`` from the aggregated groups into ``path`` (PNG); ``None`` when no group has both x and y."""
     import matplotlib
@@ -210,18 +227,10 @@ def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    rows = [g for g in groups
-            if g.value(plot.x) is not None and (_is_number(g.mean.get(plot.y)) or isinstance(g.mean.get(plot.y), bool))]
+    series = plot_series(experiment, plot, groups)
+    rows = [g for members in series.values() for g in members]
     if not rows:
         return None
-    # a line joins the settings that differ only in x, so every other varying field splits lines; scatter and bar
-    # plots split by hue only
-    split = [k for k in varying_keys(experiment, rows) if k not in (plot.x, plot.hue)] if plot.kind == "line" else []
-    series: dict[str, list[Group]] = {}
-    for group in rows:
-        parts = ([f"{plot.hue}={_fmt(group.config.get(plot.hue))}"] if plot.hue else [])
-        parts += [f"{k}={_fmt(group.config.get(k))}" for k in split]
-        series.setdefault(", ".join(parts), []).append(group)
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     categorical = plot.kind == "bar" or not all(_is_number(g.value(plot.x)) for g in rows)

@@ -1,0 +1,71 @@
+"""Aggregation over seeds and the series a plot draws, on records written straight into a store."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+
+from symkit.cli.report import aggregate, build_report, plot_series
+from symkit.experiments.registry import Experiment, PaperValue, Plot
+from symkit.store import Store
+
+
+@dataclass
+class Cfg:
+    model: str = "mlp"
+    setting: str = "exact"
+    seed: int = 0
+
+
+def _experiment(*plots: Plot) -> Experiment:
+    paper = (PaperValue("err", 0.5, where={"model": "emlp", "setting": "exact"}, source="Table 9"),)
+    return Experiment("cli-test-report", "d", "r", Cfg, run=lambda c: {}, plots=plots, paper=paper)
+
+
+@pytest.fixture
+def records(tmp_path):
+    store = Store(tmp_path / "s.db")
+    for m, base in (("mlp", 1.0), ("emlp", 2.0)):
+        for setting, factor in (("exact", 1.0), ("none", 10.0)):
+            for seed in range(3):
+                store.record("cli-test-report", {"model": m, "setting": setting, "seed": seed},
+                             {"err": base * factor + seed, "ok": seed > 0, "tag": "same", "note": f"s{seed}"})
+    store.record("cli-test-report", {"model": "mlp", "setting": "exact", "seed": 9}, None, error="boom")
+    return store.runs("cli-test-report")
+
+
+def test_aggregate_gives_mean_stderr_and_paper_values(records):
+    groups = aggregate(_experiment(), records)
+    assert len(groups) == 4 and all(g.seeds == [0, 1, 2] for g in groups)  # the failed run is left out
+    [g] = [g for g in groups if g.config == {"model": "emlp", "setting": "exact"}]
+    assert g.mean["err"] == pytest.approx(3.0)  # 2, 3, 4
+    assert g.stderr["err"] == pytest.approx(1.0 / math.sqrt(3))
+    assert g.mean["ok"] == pytest.approx(2 / 3) and g.mean["tag"] == "same"
+    assert g.mean["note"] == "(varies: s0, s1, s2)"
+    assert g.paper["err"].value == 0.5
+    assert all("err" not in other.paper for other in groups if other is not g)
+
+
+def test_bars_without_hue_are_split_by_the_other_varying_field_and_scatter_is_not(records):
+    groups = aggregate(_experiment(), records)
+    bars = plot_series(_experiment(), Plot(x="model", y="err", kind="bar"), groups)
+    assert sorted(bars) == ["setting=exact", "setting=none"] and all(len(v) == 2 for v in bars.values())
+    scatter = plot_series(_experiment(), Plot(x="model", y="err", kind="scatter"), groups)
+    assert list(scatter) == [""] and len(scatter[""]) == 4
+    hue = plot_series(_experiment(), Plot(x="setting", y="err", hue="model"), groups)
+    assert sorted(hue) == ["model=emlp", "model=mlp"]
+    assert plot_series(_experiment(), Plot(x="model", y="tag"), groups) == {}  # not a number: nothing to draw
+
+
+def test_report_draws_every_plot_and_mentions_failures(records, tmp_path):
+    exp = _experiment(Plot(x="model", y="err", hue="setting", kind="bar", logy=True),
+                      Plot(x="setting", y="err", hue="model"), Plot(x="model", y="tag"))
+    report = build_report(exp, records, plot_dir=tmp_path / "plots")
+    assert [p.name for p in report.plots] == ["cli-test-report-err-vs-model.png", "cli-test-report-err-vs-setting.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" for p in report.plots)
+    assert "12 successful runs in 4 settings; 1 failed runs" in report.text
+    assert "| emlp | exact | 3 | 3 ± 0.58 | 0.5 |" in report.text
+    with pytest.raises(ValueError, match="report format must be 'md' or 'csv', got 'html'"):
+        build_report(exp, records, fmt="html")

@@ -10,9 +10,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from symkit.cli.sweep import RunSpec
+    from symkit.experiments.registry import Experiment
+    from symkit.store import Store
 
 app = typer.Typer(
     name="symkit",
@@ -56,7 +61,7 @@ def _clear_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def _open_store(path: Path | None, create: bool = True):  # -> Store
+def _open_store(path: Path | None, create: bool = True) -> Store:
     from symkit.store import Store
 
     return Store(path, create=create)
@@ -136,8 +141,20 @@ def reproduce(
         _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed)
 
 
-def _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed, exit_on_failure=True) -> int:
+def _run_and_summarise(
+    exp: Experiment,
+    specs: list[RunSpec],
+    db: Store,
+    executor: str,
+    jobs: int,
+    ray_address: str | None,
+    retry_failed: bool,
+    exit_on_failure: bool = True,
+) -> int:
+    """Run the sweep, print what happened; exit 130 when interrupted and 1 on failed runs (unless told not to).
+    Returns the number of failed runs."""
     from symkit.cli.sweep import run_sweep
+    from symkit.store import canonical_json
 
     with _sigterm_as_interrupt():
         result = run_sweep(exp, specs, db, executor=executor, jobs=jobs, ray_address=ray_address,
@@ -146,9 +163,12 @@ def _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed
         f"{exp.name}: {result.total} runs in the sweep; {result.already_ok} already stored, ran {result.ran}"
         f" ({result.failed} failed) -> {db.path}"
     )
+    varying = [k for k in exp.field_names() if len({canonical_json(s.config.get(k)) for s in specs}) > 1]
     for outcome in result.failures[:3]:
         last = (outcome.error or "").strip().splitlines()[-1:] or [""]
-        typer.echo(f"  failed: {outcome.spec.label(list(outcome.spec.config))}: {last[0]}", err=True)
+        typer.echo(f"  failed: {outcome.spec.label(varying)}: {last[0]}", err=True)
+    if len(result.failures) > 3:
+        typer.echo(f"  ... and {len(result.failures) - 3} more", err=True)
     if result.interrupted:
         typer.echo("Interrupted: the finished runs are stored; run the same command again to resume.", err=True)
         raise typer.Exit(130)
@@ -186,7 +206,8 @@ def report(
             typer.echo(f"wrote {path}", err=True)
 
 
-def _write_report(exp, db, out: Path, fmt: str = "md") -> tuple[str, list[Path]]:
+def _write_report(exp: Experiment, db: Store, out: Path, fmt: str = "md") -> tuple[str, list[Path]]:
+    """Build the report of ``exp`` from ``db`` into ``out``; returns its text and the files written."""
     from symkit.cli.report import build_report
 
     records = db.runs(exp.name)

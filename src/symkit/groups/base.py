@@ -456,8 +456,6 @@ class ProductGroup(Group):
             flat.extend(g.groups if isinstance(g, ProductGroup) else [g])
         if len(flat) < 2:
             raise ValueError("ProductGroup needs at least two factors")
-        if len(set(flat)) != len(flat):
-            raise ValueError(f"ProductGroup: repeated factor in {flat}; a group cannot appear twice in a product")
         self.groups = tuple(flat)
         dims = [g.d for g in flat]
         d = int(np.prod(dims))

@@ -137,25 +137,30 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def _diagram_vectors(G: object, kinds: Sequence[str], diagrams: list, fixed: tuple[int, ...] = ()) -> np.ndarray:
-    """Matrix (N', m) of the diagrams' tensors, restricted to entries whose first len(fixed) indices equal `fixed`."""
+    """Matrix (N', m) of the diagrams' tensors, restricted to entries whose first len(fixed) indices equal `fixed`.
+
+    Each tensor is an outer product of its atoms (pair matrices, Levi-Civita tensors) transposed to slot order.
+    """
     k = len(kinds)
     n = G.d
     s = len(fixed)
-    cols = []
-    for dgm in diagrams:
-        ops = []
-        subs = []
-        for slots, t in _diagram_atoms(G, kinds, dgm):
-            idx = tuple(fixed[sl] if sl < s else slice(None) for sl in slots)
-            ops.append(t[idx])
-            subs.append("".join(_LETTERS[sl] for sl in slots if sl >= s))
-        out = "".join(_LETTERS[sl] for sl in range(s, k))
-        expr = ",".join(subs) + "->" + out
-        v = np.einsum(expr, *ops, optimize=True) if ops else np.ones(())
-        cols.append(np.asarray(v, dtype=float).reshape(-1))
-    if not cols:
-        return np.zeros((n ** (k - s), 0))
-    return np.stack(cols, axis=1)
+    Nc = n ** (k - s)
+    out = np.empty((Nc, len(diagrams)))
+    atom_cache: dict = {}
+    for c, dgm in enumerate(diagrams):
+        key = (tuple(dgm[0]), tuple(tuple(e) for e in dgm[1]))
+        atoms = atom_cache.get(key)
+        if atoms is None:
+            atoms = _diagram_atoms(G, kinds, dgm)
+        t = np.ones(())
+        slots: list[int] = []
+        for sl, a in atoms:
+            idx = tuple(fixed[x] if x < s else slice(None) for x in sl)
+            t = np.multiply.outer(t, a[idx])
+            slots.extend(x for x in sl if x >= s)
+        order = np.argsort(slots)
+        out[:, c] = np.transpose(t, order).reshape(-1) if slots else t.reshape(-1)
+    return out
 
 
 def _loop_gram(G: object, kinds: Sequence[str], diagrams: list) -> np.ndarray:
@@ -242,26 +247,24 @@ def _rank_mod_p(M: np.ndarray, p: int = 2_147_483_629) -> int:
 
 
 def _gram_rank(gram: np.ndarray) -> int:
+    """Rank of a Gram matrix: exact (modular) when its entries are integers, else float64 eigenvalues."""
     if gram.shape[0] == 0:
         return 0
-    w = np.linalg.eigvalsh(gram)
-    r_float = int(np.sum(w > 1e-9 * max(1.0, w.max())))
     if np.allclose(gram, np.round(gram)) and np.abs(gram).max() < 2**62:
-        r_exact = _rank_mod_p(gram)
-        return r_exact
-    return r_float
+        return _rank_mod_p(gram)
+    w = np.linalg.eigvalsh(gram)
+    return int(np.sum(w > 1e-9 * max(1.0, w.max())))
 
 
-def brauer_rank(G: object, kinds: Sequence[str], max_chunk: int = 2_000_000) -> int:
-    """Rank of the invariant subspace of the given slots, from the Gram matrix of the spanning diagrams."""
-    diagrams = brauer_diagrams(G, kinds)
-    if not diagrams:
-        return 0
-    if all(not e for _, e in diagrams):
-        return _gram_rank(_loop_gram(G, kinds, diagrams))
+def _vectors_rank(G: object, kinds: Sequence[str], diagrams: list, max_chunk: int) -> int:
     k = len(kinds)
     n = G.d
     N = n**k
+    if N <= len(diagrams) and N * len(diagrams) <= 4 * max_chunk:
+        Tm = _diagram_vectors(G, kinds, diagrams)
+        if np.allclose(Tm, np.round(Tm)):
+            return _rank_mod_p(Tm.T if Tm.shape[0] > Tm.shape[1] else Tm)
+        return int(np.linalg.matrix_rank(Tm))
     s = 0
     while s < k and (N // n**s) * len(diagrams) > max_chunk:
         s += 1
@@ -270,6 +273,29 @@ def brauer_rank(G: object, kinds: Sequence[str], max_chunk: int = 2_000_000) -> 
         Tm = _diagram_vectors(G, kinds, diagrams, fixed)
         gram += Tm.T @ Tm
     return _gram_rank(gram)
+
+
+def brauer_rank(G: object, kinds: Sequence[str], max_chunk: int = 4_000_000) -> int:
+    """Rank of the invariant subspace of the given slots, from the Gram matrix of the spanning diagrams.
+
+    Matchings and Levi-Civita diagrams are handled separately: for the built-in special groups a reflection that
+    is an orthogonal matrix preserves B, fixes every matching and negates every Levi-Civita diagram, so the two
+    families lie in orthogonal eigenspaces and their ranks add.
+    """
+    diagrams = brauer_diagrams(G, kinds)
+    if not diagrams:
+        return 0
+    pair_d = [d for d in diagrams if not d[1]]
+    eps_d = [d for d in diagrams if d[1]]
+    r = 0
+    if pair_d:
+        if len(kinds) * len(pair_d) ** 2 <= 4e7 or G.d ** len(kinds) * len(pair_d) > 4e8:
+            r += _gram_rank(_loop_gram(G, kinds, pair_d))
+        else:
+            r += _vectors_rank(G, kinds, pair_d, max_chunk)
+    if eps_d:
+        r += _vectors_rank(G, kinds, eps_d, max_chunk)
+    return r
 
 
 def brauer_basis(G: object, kinds: Sequence[str]) -> np.ndarray:

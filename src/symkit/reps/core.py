@@ -106,6 +106,10 @@ class Rep:
     def blocks(self) -> list[Block]:
         raise NotImplementedError
 
+    def block_counts(self) -> list[tuple[tuple, int]]:
+        """(leaves, multiplicity) of every block, without position arrays (cheap even for huge tensors)."""
+        return [(b.leaves, b.mult) for b in self.blocks()]
+
     def __call__(self, G: Group) -> Rep:
         """Bind an unbound rep (built from `V`) to the group G, e.g. ``T(2)(SO(3))`` or ``(V**2 + V)(G)``."""
         if not isinstance(G, Group):
@@ -199,7 +203,9 @@ class Rep:
     def canonicalize(self) -> tuple[Rep, np.ndarray]:
         """(canonical rep, perm): the canonical rep is a sum of sorted tensor products with multiplicities, and
         ``v[perm]`` rewrites a vector v of this rep in the canonical layout."""
-        blocks = self.canonical_blocks()
+        from symkit.reps.solve import _leaf_sort_key
+
+        blocks = sorted(self.canonical_blocks(), key=lambda b: (len(b.leaves), [_leaf_sort_key(x) for x in b.leaves]))
         parts = []
         perm = []
         for b in blocks:
@@ -258,6 +264,9 @@ class ScalarRep(Rep):
     def blocks(self) -> list[Block]:
         return [Block((), np.zeros((1, 1), dtype=np.int64))]
 
+    def block_counts(self) -> list[tuple[tuple, int]]:
+        return [((), 1)]
+
     def rho(self, g: Any) -> np.ndarray:
         return np.ones((1, 1))
 
@@ -285,6 +294,9 @@ class _Leaf(Rep):
 
     def blocks(self) -> list[Block]:
         return [Block((self,), np.arange(self.size, dtype=np.int64)[None, :])]
+
+    def block_counts(self) -> list[tuple[tuple, int]]:
+        return [((self,), 1)]
 
     def sort_key(self) -> tuple:
         G = self.G
@@ -543,7 +555,12 @@ class SumRep(Rep):
     def __init__(self, parts: list) -> None:
         flat: list[tuple[Rep, int]] = []
         for p in parts:
-            rep, m = (p, 1) if isinstance(p, Rep) else p
+            if isinstance(p, Rep):
+                rep, m = p, 1
+            elif isinstance(p, tuple) and len(p) == 2:
+                rep, m = p
+            else:
+                raise TypeError(f"SumRep: expected Rep summands or (Rep, multiplicity) pairs, got {p!r}")
             if not isinstance(rep, Rep):
                 raise TypeError(f"SumRep: expected Rep summands, got {type(rep).__name__} {rep!r}")
             m = check_int(f"multiplicity of {rep!r}", m, 0)
@@ -610,6 +627,9 @@ class SumRep(Rep):
                 out.append(Block(b.leaves, pos))
             off += s * m
         return out
+
+    def block_counts(self) -> list[tuple[tuple, int]]:
+        return [(lv, c * m) for r, m in self.parts for lv, c in r.block_counts()]
 
     def rho(self, g: Any) -> np.ndarray:
         import scipy.linalg
@@ -741,6 +761,13 @@ class ProductRep(Rep):
             size_so_far *= s
         return cur
 
+    def block_counts(self) -> list[tuple[tuple, int]]:
+        cur: list[tuple[tuple, int]] = [((), 1)]
+        for f in self.factors:
+            fc = _merge_counts(f.block_counts())
+            cur = _merge_counts([(a + b, ma * mb) for a, ma in cur for b, mb in fc])
+        return cur
+
     def rho(self, g: Any) -> np.ndarray:
         out = np.ones((1, 1))
         for f in self.factors:
@@ -765,6 +792,17 @@ class ProductRep(Rep):
     @property
     def is_orthogonal(self) -> bool:
         return all(f.is_orthogonal for f in self.factors)
+
+
+def _merge_counts(counts: list[tuple[tuple, int]]) -> list[tuple[tuple, int]]:
+    acc: dict[tuple, list] = {}
+    for lv, m in counts:
+        k = tuple(x._key() for x in lv)
+        if k in acc:
+            acc[k][1] += m
+        else:
+            acc[k] = [lv, m]
+    return [(lv, m) for lv, m in acc.values()]
 
 
 def _merge_blocks(blocks: list[Block]) -> list[Block]:

@@ -369,4 +369,21 @@ def rank(rep: Rep, method: str = "auto") -> int:
     """Sum over canonical blocks of multiplicity x block rank (no basis is built for orbit / Brauer blocks)."""
     if method not in METHODS:
         raise ValueError(f"unknown solver method {method!r}; expected one of {METHODS}")
-    return int(sum(b.mult * _block_rank(b.leaves, method) for b in canonical_blocks(rep)))
+    return int(sum(m * _block_rank(lv, method) for lv, m in canonical_counts(rep)))
+
+
+def canonical_counts(rep: Rep) -> list[tuple[tuple, int]]:
+    """(sorted leaves, multiplicity) of each distinct canonical block, without building position arrays."""
+    if not isinstance(rep, Rep):
+        raise TypeError(f"expected a Rep, got {type(rep).__name__}")
+    if not rep.is_bound:
+        raise ValueError(f"{rep!r} is not bound to a group; call it with a group first, e.g. rep(SO(3))")
+    acc: dict[tuple, list] = {}
+    for leaves, m in rep.block_counts():
+        lc = tuple(sorted(leaves, key=_leaf_sort_key))
+        k = tuple(x._key() for x in lc)
+        if k in acc:
+            acc[k][1] += m
+        else:
+            acc[k] = [lc, m]
+    return [(lc, m) for lc, m in acc.values()]

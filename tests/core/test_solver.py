@@ -1,0 +1,162 @@
+"""Solver paths agree, bases are invariant and orthonormal, projectors are lazy and right, the disk cache heals."""
+
+import multiprocessing as mp
+
+import numpy as np
+import pytest
+from core_strategies import rep_exprs
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from symkit.groups import GL, O13, SL, SO, SU, C, D, O, RubiksCube, S, SO13p, Sp, U, Z, ZksZnxZn
+from symkit.linalg import cache as disk
+from symkit.reps import Scalar, T, V, clear_memory_cache
+from symkit.reps import solve as solve_mod
+from symkit.reps.solve import canonical_counts, segment_methods
+from symkit.testing import assert_equivariant, assert_invariant_basis
+
+PATH_CASES = [
+    (S(4), 2, 0), (S(3), 4, 0), (Z(5), 3, 0), (ZksZnxZn(2, 2), 1, 1), (C(4), 3, 0), (D(3), 3, 0),
+    (SO(3), 4, 0), (SO(2), 3, 0), (O(2), 4, 0), (SO(4), 4, 0), (Sp(1), 2, 2), (Sp(2), 4, 0),
+    (SO13p(), 3, 1), (O13(), 2, 2), (SU(2), 2, 2), (SU(3), 3, 0), (U(2), 2, 2), (SL(2), 2, 2), (GL(2), 2, 1),
+    (SO(3), 5, 0),
+]
+
+
+@pytest.mark.parametrize("G,p,q", PATH_CASES)
+def test_every_applicable_path_gives_the_same_invariant_subspace(G, p, q):
+    rep = T(p, q, G)
+    leaves = canonical_counts(rep)[0][0]
+    methods = segment_methods(G, leaves)
+    ranks = {}
+    bases = {}
+    for m in methods:
+        clear_memory_cache()
+        ranks[m] = rep.rank(method=m)
+        bases[m] = rep.equivariant_basis(method=m)
+        assert bases[m].shape == (rep.size, ranks[m])
+        assert_invariant_basis(bases[m], rep, tol=1e-9)
+    assert len(set(ranks.values())) == 1, ranks
+    ref = bases["dense"]
+    for m, Q in bases.items():
+        # same subspace: projectors agree
+        np.testing.assert_allclose(Q @ Q.conj().T, ref @ ref.conj().T, atol=1e-8, err_msg=m)
+
+
+def test_iterative_path_really_iterates_and_finds_large_ranks():
+    # 3^6 = 729 dims, rank 15 > initial block: exercises the growing block
+    rep = T(6, 0, SO(3))
+    clear_memory_cache()
+    Q = rep.equivariant_basis(method="iterative")
+    assert Q.shape[1] == 15
+    assert_invariant_basis(Q, rep, tol=1e-9)
+    rep2 = T(4, 0, Z(4))  # 256 dims, rank 64: several doublings
+    Q2 = rep2.equivariant_basis(method="iterative")
+    assert Q2.shape[1] == 64 == rep2.rank(method="orbit")
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_expressions_bases_are_invariant_and_paths_agree(data):
+    G = data.draw(st.sampled_from([SO(3), O(2), S(4), Z(3), Sp(1), SO13p(), SU(2), C(3)]))
+    rep = data.draw(rep_exprs(G, max_size=100))
+    Q = rep.equivariant_basis()
+    assert Q.shape == (rep.size, rep.rank())
+    assert_invariant_basis(Q, rep, tol=1e-9)
+    assert rep.rank(method="dense") == Q.shape[1]
+    P = rep.equivariant_projector()
+    x = np.random.default_rng(0).standard_normal(rep.size)
+    np.testing.assert_allclose(P @ x, Q @ (Q.conj().T @ x), atol=1e-10)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mixed_group_expressions(data):
+    G1 = data.draw(st.sampled_from([SO(3), O(2)]))
+    G2 = data.draw(st.sampled_from([S(3), Z(3)]))
+    a = data.draw(rep_exprs(G1, max_size=9))
+    b = data.draw(rep_exprs(G2, max_size=9))
+    rep = a * b + (a * b).T
+    if rep.G is None:
+        return
+    Q = rep.equivariant_basis()
+    assert Q.shape[1] == rep.rank() == 2 * a.rank() * b.rank()
+    assert_invariant_basis(Q, rep, tol=1e-9)
+
+
+def test_big_direct_sums():
+    for G in (SO(3), S(6)):
+        rep = 100 * V(G) + 30 * V(G) ** 2 + 10 * V(G) ** 3
+        r1 = V(G).rank()
+        assert rep.rank() == 100 * r1 + 30 * T(2, 0, G).rank() + 10 * T(3, 0, G).rank()
+        Q = rep.equivariant_basis()
+        assert_invariant_basis(Q, rep, tol=1e-9)
+        hom = rep >> rep
+        if G == SO(3):  # (840 x 840 maps; the S(6) maps are 3840 x 3840, too slow to check densely in CI)
+            P = hom.equivariant_projector()
+            W = P @ np.random.default_rng(1).standard_normal(hom.size)
+            assert_equivariant(W.reshape(rep.size, rep.size), rep, rep)
+        assert hom.rank() == sum(
+            m1 * m2 * T(k1 + k2, 0, G).rank() for m1, k1 in [(100, 1), (30, 2), (10, 3)] for m2, k2 in
+            [(100, 1), (30, 2), (10, 3)]
+        )
+
+
+def test_sparse_orbit_basis_for_permutation_groups():
+    rep = T(3, 0, RubiksCube())
+    Qs = rep.equivariant_basis(sparse=True)
+    assert Qs.shape == (48**3, 51)
+    vals = np.unique(np.round(Qs.data**-2))  # orbit sizes are integers
+    assert np.allclose(vals, np.round(vals)) and vals.sum() > 0
+    np.testing.assert_allclose((Qs.T @ Qs).toarray(), np.eye(51), atol=1e-12)
+
+
+def test_rank_of_scalar_and_zero_reps():
+    assert Scalar.rank() == 1
+    assert (0 * V(SO(3))).equivariant_basis().shape == (0, 0)
+    assert (V(SO(3)) + Scalar).rank() == 1
+
+
+def _worker(args):
+    path, key = args
+    import os
+
+    os.environ["SYMKIT_CACHE_DIR"] = path
+    from symkit.linalg import cache
+
+    arr = np.arange(50_000, dtype=float) * (1 + len(key))
+    for _ in range(20):
+        cache.cache_put(key, arr)
+    return True
+
+
+def test_disk_cache_concurrent_writers_and_corruption(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMKIT_CACHE_DIR", str(tmp_path))
+    key = disk.cache_key("concurrency-test")
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        assert all(pool.map(_worker, [(str(tmp_path), key)] * 4))
+    got = disk.cache_get(key)
+    np.testing.assert_array_equal(got, np.arange(50_000, dtype=float) * (1 + len(key)))
+    assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]
+    # a corrupted entry is removed and reported missing
+    (tmp_path / f"{key}.npy").write_bytes(b"garbage")
+    assert disk.cache_get(key) is None
+    assert not (tmp_path / f"{key}.npy").exists()
+
+
+def test_solver_uses_and_rebuilds_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(solve_mod, "DISK_CACHE_MIN_SECONDS", 0.0)
+    rep = T(3, 0, SO(3))
+    clear_memory_cache()
+    Q1 = rep.equivariant_basis(method="dense")
+    files = list(tmp_path.glob("*.npy"))
+    assert len(files) == 1
+    clear_memory_cache()
+    np.testing.assert_array_equal(rep.equivariant_basis(method="dense"), Q1)
+    files[0].write_bytes(b"\x93NUMPY broken")
+    clear_memory_cache()
+    Q3 = rep.equivariant_basis(method="dense")
+    np.testing.assert_allclose(Q3 @ Q3.T, Q1 @ Q1.T, atol=1e-12)
+    assert np.load(files[0]).shape == Q1.shape

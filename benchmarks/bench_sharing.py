@@ -1,0 +1,146 @@
+"""Learned sharing vs Augerino with 3, 15 and 75 sampled transformations (Yeh et al. 2022, Table A1).
+
+Standard sum of numbers, sequence length 10. Every model is trained in this run on the same splits; then each is
+loaded in a fresh subprocess that times ``--repeats`` forward passes on a batch of ``--batch`` test sequences and
+reports the process's peak resident memory (the CPU analogue of the paper's GPU memory column) and the increase
+over the same process just before inference. Prints one table; ratios are relative to the learned-sharing model.
+
+    python benchmarks/bench_sharing.py            # the Table A1 setting, reduced to fit 2 CPU cores
+    python benchmarks/bench_sharing.py --quick    # a smoke run in well under a minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build(kind: str, cfg_dict: dict, labels: list[int] | None, samples: int) -> torch.nn.Module:
+    from symkit.discover.baselines import AugerinoPermutation
+    from symkit.experiments.sharing_sum import SumSharingConfig, _net
+
+    cfg = SumSharingConfig(**cfg_dict)
+    if kind == "ours":
+        return _net(cfg, labels, seed=0)
+    return AugerinoPermutation(_net(cfg, None, seed=0), cfg.length, n_samples=samples)
+
+
+def measure(spec_path: str) -> None:
+    """Subprocess entry: load one trained model, time inference, report peak RSS."""
+    import resource
+
+    with open(spec_path) as f:
+        spec = json.load(f)
+    torch.set_num_threads(1)
+    model = build(spec["kind"], spec["cfg"], spec["labels"], spec["samples"])
+    model.load_state_dict(torch.load(spec["state"]))
+    model.eval()
+    tokens = torch.load(spec["tokens"])
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with torch.no_grad():
+        model(tokens)  # warm-up
+        t0 = time.perf_counter()
+        for _ in range(spec["repeats"]):
+            model(tokens)
+        dt = (time.perf_counter() - t0) / spec["repeats"]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    print(json.dumps({"ms": dt * 1000, "peak_mib": peak / 1024, "delta_mib": (peak - before) / 1024}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        measure(args.measure)
+        return
+
+    os.environ.setdefault("SYMKIT_PROGRESS", "0")
+    torch.set_num_threads(1)
+    from symkit.discover.baselines import AugerinoPermutation
+    from symkit.discover.partition import partition_distance
+    from symkit.experiments.sharing_sum import (
+        SumSharingConfig,
+        _net,
+        discover,
+        fit_fixed,
+        make_splits,
+        test_errors,
+    )
+
+    if args.quick:
+        cfg = SumSharingConfig(length=10, embed=16, hidden=8, inits=1, inner_steps=5, outer_steps=5, refit_steps=100,
+                               refit_patience=50, n_test=500, n_hyper=100, seed=args.seed)
+        counts, repeats = (3, 15), min(args.repeats, 10)
+    else:
+        cfg = SumSharingConfig(length=10, embed=100, hidden=50, inits=1, inner_steps=50, outer_steps=100,
+                               refit_steps=1500, refit_patience=300, n_test=20000, seed=args.seed)
+        counts, repeats = (3, 15, 75), args.repeats
+    s = make_splits(cfg)
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="bench_sharing_")
+    tokens_path = os.path.join(tmp, "tokens.pt")
+    torch.save(s.tokens["test"][: args.batch].clone(), tokens_path)
+
+    def record(name: str, kind: str, model: torch.nn.Module, labels, samples: int, train_s: float, extra: str = ""):
+        state = os.path.join(tmp, f"{name}.pt")
+        torch.save(model.state_dict(), state)
+        spec = {"kind": kind, "cfg": dataclasses.asdict(cfg), "labels": labels, "samples": samples, "state": state,
+                "tokens": tokens_path, "repeats": repeats}
+        spec_path = os.path.join(tmp, f"{name}.json")
+        with open(spec_path, "w") as f:
+            json.dump(spec, f)
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure", spec_path],
+                             capture_output=True, text=True, check=True)
+        m = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append({"method": name, "mse": test_errors(model, s)["mse"], "train_s": train_s, **m, "note": extra})
+
+    t0 = time.time()
+    labels, _ = discover(cfg, s)
+    ours = _net(cfg, [int(v) for v in labels], seed=0)
+    fit_fixed(ours, cfg, s)
+    record("Ours (learned sharing)", "ours", ours, [int(v) for v in labels], 0, time.time() - t0,
+           f"PD={partition_distance(labels, s.labels_gt)}, {len(set(labels.tolist()))} clusters")
+    for n in counts:
+        t0 = time.time()
+        aug = AugerinoPermutation(_net(cfg, None, seed=0), cfg.length, n_samples=n)
+        aug.generator = torch.Generator().manual_seed(cfg.seed)
+        from symkit.discover.bilevel import fit_model_parameters
+        from symkit.experiments.sharing_sum import l1
+
+        fit_model_parameters(aug, lambda m: l1(m, s, "trainval") + m.regularizer(), lambda m: l1(m, s, "hyper"),
+                             steps=cfg.refit_steps, lr=1e-3, patience=cfg.refit_patience)
+        record(f"Augerino ({n} transformations)", "augerino", aug, None, n, time.time() - t0)
+        assert isinstance(aug, AugerinoPermutation)
+
+    ref = rows[0]
+    print(f"\nsum of numbers, length {cfg.length}, embed {cfg.embed}, hidden {cfg.hidden}; inference on a batch of "
+          f"{args.batch}, mean of {repeats} runs, 1 thread\n")
+    header = (f"{'method':34s} {'test l2':>9s} {'x ours':>7s} {'infer ms':>9s} {'x ours':>7s} "
+              f"{'peak MiB':>9s} {'+infer MiB':>10s} {'train s':>8s}  note")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(f"{r['method']:34s} {r['mse']:9.5f} {r['mse'] / ref['mse']:7.2f} {r['ms']:9.3f} "
+              f"{r['ms'] / ref['ms']:7.2f} {r['peak_mib']:9.1f} {r['delta_mib']:10.1f} {r['train_s']:8.1f}  "
+              f"{r['note']}")
+    print("\npaper (Table A1, GPU): Augerino 3 / 15 / 75: l2 .0350 / .0257 / .0197, 4.00 / 5.13 / 22.0 ms, "
+          "727 / 1101 / 2965 MiB; Ours .0101, 1.73 ms, 645 MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -252,8 +252,10 @@ def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path:
         color = f"C{i % 10}"
         if plot.kind == "bar":
             offsets = [x - 0.4 + width * (i + 0.5) for x in xs]
-            ax.bar(offsets, ys, width=width * 0.95, yerr=errs if any(errs) else None, color=color,
-                   label=label, capsize=3)
+            bars = ax.bar(offsets, ys, width=width * 0.95, yerr=errs if any(errs) else None, color=color,
+                          label=label, capsize=3)
+            if len(rows) <= 16:  # small enough to print each value (a zero-height bar is otherwise invisible)
+                ax.bar_label(bars, labels=[f"{y:.3g}" for y in ys], fontsize=7, padding=2)
             xs = offsets
         elif plot.kind == "scatter":
             ax.errorbar(xs, ys, yerr=errs if any(errs) else None, fmt="o", color=color, label=label,
@@ -276,6 +278,8 @@ def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path:
         ax.set_xticks(range(len(categories)))
         ax.set_xticklabels([c.strip('"') for c in categories], rotation=30 if len(categories) > 6 else 0,
                            ha="right" if len(categories) > 6 else "center")
+    if plot.kind == "bar" and not plot.logy and all(float(g.mean[plot.y]) >= 0 for g in rows):
+        ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1e-12))
     if plot.logx and not categorical:
         ax.set_xscale("log")
     elif not categorical and 1 < len(all_x) <= 10:

@@ -282,8 +282,8 @@ def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path:
         ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1e-12))
     if plot.logx and not categorical:
         ax.set_xscale("log")
-    elif not categorical and 1 < len(all_x) <= 10:
-        ax.set_xticks(sorted(all_x))
+    elif not categorical and plot.x in experiment.field_names() and 1 < len(all_x) <= 10:
+        ax.set_xticks(sorted(all_x))  # a swept setting: tick exactly the values that were run
     if paper_labelled:  # one neutral legend entry for the paper's points, whatever their colour
         ax.plot([], [], linestyle="--" if plot.kind == "line" else "none", marker="s", markerfacecolor="none",
                 color="0.4", label="paper (open squares)")

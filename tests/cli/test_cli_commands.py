@@ -143,6 +143,9 @@ def test_help_lists_the_commands(runner):
     assert result.exit_code == 0
     for command in ("list", "reproduce", "report", "runs", "ranks", "demo"):
         assert command in result.output
+    from symkit import __version__
+
+    assert invoke(runner, "--version").output.strip() == f"symkit {__version__}"
 
 
 def test_a_broken_experiment_module_does_not_hide_the_others(runner, toy, monkeypatch):

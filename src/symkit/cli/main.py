@@ -34,6 +34,22 @@ StoreOption = Annotated[
 ]
 
 
+def _version(value: bool) -> None:
+    if value:
+        from symkit import __version__
+
+        typer.echo(f"symkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Reproduce the experiments of symkit, store their results, and report them with the papers' numbers."""
+
+
 class UsageError(ValueError):
     """Bad command-line input (exit code 2)."""
 

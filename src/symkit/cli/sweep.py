@@ -288,6 +288,7 @@ def _process(
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
+    jobs = max(1, min(jobs, len(specs)))
     threads = max(1, (os.cpu_count() or 1) // jobs)
     pool = ProcessPoolExecutor(
         max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,

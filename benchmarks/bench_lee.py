@@ -5,7 +5,7 @@ translation LEE of the softmax probabilities. The three methods run interleaved 
 CPU slows them alike; the table reports the median images/s and the median per-repeat ratio to the forward pass.
 A Lie derivative needs the primal pass and one tangent pass, so 50% of forward throughput is the ceiling.
 
-    .venv/bin/python benchmarks/bench_lee.py [--repeats 7] [--batch 8] [--size 64]
+    .venv/bin/python benchmarks/bench_lee.py [--repeats 7] [--batch 8] [--size 64] [--threads N]
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--transform", default="translate_x")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
     args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
 
     torch.manual_seed(0)
     model = ResNet18(in_channels=3, num_classes=1000).eval()

@@ -142,3 +142,14 @@ def test_bad_inputs_raise(img):
         get_transform("rotate", padding="circular")
     with pytest.raises(ValueError, match="t has 3 values"):
         get_transform("rotate").apply(img, torch.zeros(3, dtype=D))
+
+
+@pytest.mark.parametrize("align_corners", [True, False])
+@pytest.mark.parametrize("padding", ["reflection", "zeros", "border"])
+def test_direct_tangent_equals_forward_mode_derivative_of_apply(img, padding, align_corners):
+    # ImageFlow.tangent computes the generator with a stencil; it must be the t-derivative of apply at 0
+    for name in TRANSFORM_NAMES:
+        flow = get_transform(name, padding=padding, align_corners=align_corners)
+        t0 = torch.zeros((), dtype=D)
+        ref = torch.func.jvp(lambda t, f=flow: f.apply(img, t), (t0,), (torch.ones_like(t0),))[1]
+        torch.testing.assert_close(flow.tangent(img), ref, rtol=0, atol=1e-12)

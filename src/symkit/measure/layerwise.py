@@ -35,7 +35,7 @@ import torch.autograd.forward_ad as fwAD
 from torch import Tensor, nn
 
 from symkit.measure._fwad import LinearLayerTangents
-from symkit.measure.lie import OutputSpec, act, lie_derivative, progress_enabled, tensor_kind, with_scores
+from symkit.measure.lie import OutputSpec, act_tangent, lie_derivative, progress_enabled, tensor_kind, with_scores
 from symkit.measure.transforms import ImageFlow, get_transform
 
 DEFAULT_SKIP: tuple[type[nn.Module], ...] = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
@@ -160,16 +160,16 @@ def layer_lie_derivative(module: Callable[..., Tensor], args: tuple, flow: Image
     if kind_out == "invariant" and all(k in (None, "invariant") for k in kinds_in):
         return None
 
-    def curve(t: Tensor) -> Tensor:
-        moved = [act(flow, a, t, k) if k is not None else a for a, k in zip(args, kinds_in)]
-        return act(flow, module(*moved), -t, kind_out)
-
-    ref = next(a for a in args if isinstance(a, Tensor))
-    zero = torch.zeros((), dtype=ref.dtype, device=ref.device)
     with fwAD.dual_level(), LinearLayerTangents():
-        y = curve(fwAD.make_dual(zero, torch.ones_like(zero)))
+        duals = []
+        for a, k in zip(args, kinds_in):
+            tan = act_tangent(flow, a, k) if k is not None else None
+            duals.append(fwAD.make_dual(a, tan) if tan is not None else a)
+        y = module(*duals)
         tangent = fwAD.unpack_dual(y).tangent
-    return torch.zeros_like(out) if tangent is None else tangent
+    lie = torch.zeros_like(out) if tangent is None else tangent
+    back = act_tangent(flow, out, kind_out)
+    return lie if back is None else lie - back
 
 
 class _Hooks:

@@ -80,6 +80,26 @@ def act(flow: ImageFlow, z: Tensor, t: Tensor, kind: str) -> Tensor:
     raise ValueError(f"unknown tensor kind {kind!r}; expected one of {OUTPUT_KINDS[1:]}")
 
 
+def act_tangent(flow: ImageFlow, z: Tensor, kind: str) -> Tensor | None:
+    """``d/dt rho(t) z`` at ``t = 0`` for a tensor of the given kind; ``None`` for invariant tensors."""
+    if kind == "invariant":
+        return None
+    if kind == "image":
+        if z.ndim != 4:
+            raise ValueError(f"an 'image' tensor must be (B, C, H, W), got shape {tuple(z.shape)}")
+        return flow.tangent(z)
+    if kind == "tokens":
+        grid = token_grid(z.shape[1]) if z.ndim == 3 else None
+        if grid is None:
+            raise ValueError(f"tokens must be (B, N, C) with N = s*s (+1 or +2), got shape {tuple(z.shape)}")
+        extra, side = grid
+        B, _, C = z.shape
+        spatial = z[:, extra:].transpose(1, 2).reshape(B, C, side, side)
+        moved = flow.tangent(spatial).reshape(B, C, side * side).transpose(1, 2)
+        return torch.cat([torch.zeros_like(z[:, :extra]), moved], dim=1) if extra else moved
+    raise ValueError(f"unknown tensor kind {kind!r}; expected one of {OUTPUT_KINDS[1:]}")
+
+
 def _output_action(flow: ImageFlow, output: OutputSpec) -> Callable[[Tensor, Tensor], Tensor]:
     """The map ``(z, t) -> rho_out(t)^{-1} z``."""
     if callable(output):
@@ -135,15 +155,19 @@ def lie_derivative(
     curve = transformed_model(model, x, transform, output)
     zero = torch.zeros((), dtype=x.dtype, device=x.device)
     if method == "jvp":
+        # d/dt rho_out(t)^{-1} f(T_t x) = J_f(x) X_in x + d/dt rho_out(t)^{-1} z |_{z = f(x)}: one forward-mode pass
+        # with the input tangent X_in x computed directly (no sampler at t = 0), then the output action's derivative.
+        flow = get_transform(transform)
         try:
             with fwAD.dual_level(), LinearLayerTangents():
-                y = curve(fwAD.make_dual(zero, torch.ones_like(zero)))
-                tangent = fwAD.unpack_dual(y).tangent
+                y = _first_tensor(model(fwAD.make_dual(x, flow.tangent(x))), model)
+                primal, tangent = fwAD.unpack_dual(y)
         except NotImplementedError as err:
             raise NotImplementedError(
                 f"{type(model).__name__} uses an operation without forward-mode AD ({err}); use method='double_vjp'"
             ) from err
-        return torch.zeros_like(y) if tangent is None else tangent
+        out = torch.zeros_like(primal) if tangent is None else tangent
+        return out + _output_term(flow, primal, output)
     if method == "func_jvp":
         _, tangent = torch.func.jvp(curve, (zero,), (torch.ones_like(zero),))
         return tangent
@@ -161,6 +185,21 @@ def lie_derivative(
             (out,) = torch.autograd.grad(g, v, torch.ones_like(g), create_graph=keep_graph, allow_unused=True)
         return torch.zeros_like(y) if out is None else (out if keep_graph else out.detach())
     raise ValueError(f"method must be 'jvp', 'func_jvp' or 'double_vjp', got {method!r}")
+
+
+def _output_term(flow: ImageFlow, z: Tensor, output: OutputSpec) -> Tensor | float:
+    """``d/dt rho_out(t)^{-1} z`` at ``t = 0`` for a fixed output ``z``."""
+    if callable(output):
+        zero = torch.zeros((), dtype=z.dtype, device=z.device)
+        with fwAD.dual_level():
+            moved = output(z, fwAD.make_dual(zero, torch.ones_like(zero)))
+            tangent = fwAD.unpack_dual(moved).tangent
+        return 0.0 if tangent is None else tangent
+    if output not in OUTPUT_KINDS:
+        raise ValueError(f"output must be one of {OUTPUT_KINDS} or a callable (z, t) -> z, got {output!r}")
+    kind = tensor_kind(z) if output == "auto" else output
+    term = act_tangent(flow, z, kind)
+    return 0.0 if term is None else -term
 
 
 @dataclass

@@ -111,3 +111,14 @@ def test_sigterm_stops_the_sweep_cleanly(tmp_path):
             proc.kill()
     assert proc.returncode == 130 and "Interrupted" in err and "Traceback" not in err
     assert 1 <= len(_recorded(db)) < len(ALL_RUNS)
+
+
+def test_bad_input_in_a_real_process_is_one_clear_line(tmp_path):
+    db = str(tmp_path / "s.db")
+    unknown = run_symkit("reproduce", "cli-tyo", "--store", db)
+    assert unknown.returncode == 2
+    assert unknown.stderr.startswith("Error: no experiment named 'cli-tyo'; valid names:")
+    assert "cli-toy" in unknown.stderr and "Traceback" not in unknown.stderr
+    bad = run_symkit("reproduce", "cli-toy", "--set", "scale=big", "--store", db)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "bad value 'big' for setting 'scale' of experiment 'cli-toy': expected float" in bad.stderr

@@ -4,6 +4,8 @@ ResNet-18-shaped network (``symkit.nn.vision.ResNet18``, 1000 classes, eval mode
 translation LEE of the softmax probabilities. The three methods run interleaved in each repeat so that a shared
 CPU slows them alike; the table reports the median images/s and the median per-repeat ratio to the forward pass.
 A Lie derivative needs the primal pass and one tangent pass, so 50% of forward throughput is the ceiling.
+Runs on one thread by default: on a shared, oversubscribed CPU, multi-threaded OpenMP regions spin and distort
+every method's timings (``--threads 0`` keeps torch's default).
 
     .venv/bin/python benchmarks/bench_lee.py [--repeats 7] [--batch 8] [--size 64] [--threads N]
 """
@@ -26,7 +28,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--transform", default="translate_x")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)

@@ -80,7 +80,7 @@ def transformed_digits(transform: str = "rotated", digit_size: int = 8, canvas: 
     if canvas < digit_size:
         raise ValueError(f"canvas ({canvas}) must be at least digit_size ({digit_size})")
     images, labels = load_digits_images(size=digit_size)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
     n = len(images)
     pad = canvas - digit_size
     x = F.pad(images, (pad // 2, pad - pad // 2, pad // 2, pad - pad // 2))
@@ -91,6 +91,6 @@ def transformed_digits(transform: str = "rotated", digit_size: int = 8, canvas: 
     if "translated" in transform:
         shifts = torch.randint(-max_shift, max_shift + 1, (n, 2), generator=gen).float()
     x = _rotate_translate(x, angles, shifts)
-    tr, te = _split(n, n_test, gen)
+    tr, te = _split(n, n_test, torch.Generator().manual_seed(seed))  # the same split for every transform
     xtr, xte = _standardise(x[tr], x[te])
     return xtr, labels[tr], xte, labels[te]

@@ -1,0 +1,123 @@
+"""Table 3 idea of van der Ouderaa, Immer & van der Wilk (2023): choosing among FC, CONV and p4 GCONV paths.
+
+Offline stand-in for (rotated / translated) MNIST: the 8x8 scikit-learn digits centred on a 16x16 canvas, then
+rotated by a fixed per-image angle ``U[-180°, 180°]`` or shifted by up to ±4 pixels (the paper: ±8 on 28x28).
+Every layer is F-FC + CONV + pointwise p4 GCONV (``Mixer1`` of the paper's code, α = 2, trimmed to a 16x16 input);
+the Laplace marginal likelihood learns the prior variance of each path. Reported: accuracy and the relative
+effective number of parameters per path type, mean (min–max) over layers, as in Table 3.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from symkit.datasets.quadrant_digits import transformed_digits
+from symkit.experiments.registry import Experiment, PaperValue, Plot, register
+from symkit.marglik import MarglikConfig, accuracy, effective_layer_types, path_diagnostics, train_marglik
+from symkit.marglik.training import hyper_update
+from symkit.nn.relaxed import RelaxedCNN, count_parameters
+
+
+@dataclass
+class LayerwiseRotatedConfig:
+    transform: str = "rotated"  # none, translated, rotated, rotated_translated
+    model: str = "ffc+conv+gconv"
+    method: str = "laplace"  # or "map"
+    alpha: int = 2
+    digit_size: int = 8
+    canvas: int = 16
+    max_shift: int = 4
+    n_epochs: int = 40
+    burnin: int = 10
+    frequency: int = 5
+    n_hypersteps: int = 20
+    lr: float = 0.003  # Adam; 0.01 (the paper's) killed every ReLU of this narrow, BN-free network here
+    lr_hyp: float = 0.1
+    batch_size: int = 32  # 1300 images: 128 gives too few steps per epoch
+    mc_samples: int = 2
+    n_test: int = 497
+    threads: int = 1
+    plot_dir: str = ""
+    seed: int = 0
+
+
+def run(cfg: LayerwiseRotatedConfig) -> dict:
+    """Train the three-path model on one transformed data set; accuracy and path shares per layer."""
+    if cfg.method not in ("laplace", "map"):
+        raise ValueError(f"method must be 'laplace' or 'map', got {cfg.method!r}")
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    xtr, ytr, xte, yte = transformed_digits(cfg.transform, cfg.digit_size, cfg.canvas, cfg.max_shift, cfg.n_test,
+                                            cfg.seed)
+    model = RelaxedCNN(1, 10, cfg.alpha, cfg.canvas, cfg.model, seed=cfg.seed)
+    burnin = cfg.burnin if cfg.method == "laplace" else cfg.n_epochs + 1
+    mcfg = MarglikConfig(n_epochs=cfg.n_epochs, burnin=burnin, frequency=cfg.frequency,
+                         n_hypersteps=cfg.n_hypersteps, lr=cfg.lr, lr_hyp=cfg.lr_hyp, lr_hyp_min=cfg.lr_hyp,
+                         batch_size=cfg.batch_size, mc_samples=cfg.mc_samples, seed=cfg.seed)
+    t0 = time.perf_counter()
+    res = train_marglik(model, xtr, ytr, mcfg)
+    seconds = time.perf_counter() - t0
+    if res.laplace is None:
+        opt = torch.optim.SGD([res.log_prior_prec], lr=0.0)
+        res.laplace, _ = hyper_update(model, xtr, ytr, res.log_prior_prec, res.groups, opt, 0, 150,
+                                      cfg.mc_samples, cfg.seed)
+    with torch.no_grad():
+        neg_lml = float(res.laplace.neg_log_marglik(res.log_prior_prec))
+    rows = path_diagnostics(res.laplace, res.log_prior_prec)
+    metrics: dict = {
+        "test_acc": 100 * accuracy(model, xte, yte),
+        "train_acc": 100 * accuracy(model, xtr, ytr),
+        "neg_log_marglik": neg_lml,
+        "n_params": count_parameters(model),
+        "effective_types": ",".join(effective_layer_types(rows)),
+        "seconds": seconds,
+    }
+    for sym in ("fc", "conv", "gconv"):
+        vals = [100 * r["relative"] for r in rows if r["symmetry"] == sym]
+        if vals:
+            metrics[f"{sym}_rel_mean"] = sum(vals) / len(vals)
+            metrics[f"{sym}_rel_min"] = min(vals)
+            metrics[f"{sym}_rel_max"] = max(vals)
+            metrics[f"{sym}_rel_per_layer"] = [round(v, 3) for v in vals]
+    if cfg.plot_dir:
+        from symkit.marglik.plot import plot_layer_types
+
+        plot_layer_types(rows, f"{cfg.plot_dir}/layer_types_{cfg.transform}_{cfg.method}_s{cfg.seed}.png",
+                         f"{cfg.model} on {cfg.transform} digits ({cfg.method})")
+    return metrics
+
+
+register(Experiment(
+    name="layerwise-rotated",
+    description="Three paths per layer (F-FC, CONV, p4 GCONV) with Laplace-learned prior variances on plain, "
+                "translated and rotated digits: which symmetry does each layer pick?",
+    reproduces="van der Ouderaa, Immer & van der Wilk 2023, Table 3 (MNIST, translated MNIST, rotated MNIST)",
+    config=LayerwiseRotatedConfig,
+    run=run,
+    quick={"n_epochs": 6, "burnin": 3, "frequency": 3, "n_hypersteps": 10, "alpha": 1, "canvas": 8,
+           "max_shift": 2, "n_test": 300, "mc_samples": 1},
+    sweep={"transform": ["none", "translated", "rotated"], "method": ["laplace"], "seed": [0]},
+    quick_sweep={"transform": ["rotated"], "method": ["laplace"], "seed": [0]},
+    paper=[
+        PaperValue("test_acc", 99.21, {"transform": "none", "method": "laplace"}, "Table 3"),
+        PaperValue("test_acc", 98.27, {"transform": "translated", "method": "laplace"}, "Table 3"),
+        PaperValue("test_acc", 95.55, {"transform": "rotated", "method": "laplace"}, "Table 3"),
+        PaperValue("fc_rel_mean", 10, {"transform": "none", "method": "laplace"}, "Table 3"),
+        PaperValue("conv_rel_mean", 15, {"transform": "none", "method": "laplace"}, "Table 3"),
+        PaperValue("gconv_rel_mean", 75, {"transform": "none", "method": "laplace"}, "Table 3"),
+        PaperValue("fc_rel_mean", 0, {"transform": "translated", "method": "laplace"}, "Table 3"),
+        PaperValue("conv_rel_mean", 23, {"transform": "translated", "method": "laplace"}, "Table 3"),
+        PaperValue("gconv_rel_mean", 77, {"transform": "translated", "method": "laplace"}, "Table 3"),
+        PaperValue("fc_rel_mean", 8, {"transform": "rotated", "method": "laplace"}, "Table 3"),
+        PaperValue("conv_rel_mean", 8, {"transform": "rotated", "method": "laplace"}, "Table 3"),
+        PaperValue("gconv_rel_mean", 83, {"transform": "rotated", "method": "laplace"}, "Table 3"),
+    ],
+    plots=[
+        Plot(x="transform", y="test_acc", kind="bar", title="Three-path model: test accuracy"),
+        Plot(x="transform", y="gconv_rel_mean", kind="bar", title="Mean relative effective parameters, GCONV"),
+        Plot(x="transform", y="fc_rel_mean", kind="bar", title="Mean relative effective parameters, FC"),
+    ],
+))

@@ -1,0 +1,57 @@
+"""Quick configs of the layer-wise equivariance experiments and their data sets."""
+
+import pytest
+import torch
+
+from symkit.datasets.quadrant_digits import quadrant_digits, transformed_digits
+from symkit.experiments.registry import get_experiment
+
+
+def test_quadrant_digits_place_each_digit_in_its_labelled_quadrant():
+    xtr, ytr, xte, yte = quadrant_digits("digit_quadrant", seed=1)
+    assert xtr.shape[1:] == (1, 16, 16) and len(xtr) + len(xte) == 1797
+    assert int(ytr.max()) == 39 and int(ytr.min()) == 0
+    background = xtr.min()
+    for x, y in zip(xtr[:50], ytr[:50]):
+        r, c = divmod(int(y) // 10, 2)
+        ink = (x[0] > background + 1e-6).float()
+        inside = ink[r * 8:(r + 1) * 8, c * 8:(c + 1) * 8].sum()
+        assert inside == ink.sum() and inside > 0
+    _, ydig, _, _ = quadrant_digits("digit", seed=1)
+    torch.testing.assert_close(ydig, ytr % 10)  # same images and quadrants, only the label differs
+    with pytest.raises(ValueError, match="task"):
+        quadrant_digits("quadrant")
+
+
+def test_rotated_digits_are_rotated_copies():
+    x0, y0, _, _ = transformed_digits("none", seed=0)
+    xr, yr, _, _ = transformed_digits("rotated", seed=0)
+    torch.testing.assert_close(y0, yr)
+    assert (x0 - xr).abs().amax(dim=(1, 2, 3)).min() > 0  # every image moved
+    # unrotated digits stay in the central 8x8 box; rotated corners leave it
+    outside = torch.ones(16, 16, dtype=torch.bool)
+    outside[4:12, 4:12] = False
+    assert float((x0[:, 0][:, outside] - x0.min()).abs().max()) < 1e-5
+    assert float((xr[:, 0][:, outside] - xr.min()).abs().max()) > 0.5
+    with pytest.raises(ValueError, match="transform"):
+        transformed_digits("sheared")
+
+
+@pytest.mark.slow
+def test_layerwise_quadrant_quick_run_learns_and_reports_paths():
+    exp = get_experiment("layerwise-quadrant")
+    m = exp.run(exp.make_config(quick=True))
+    assert m["test_acc"] > 2.5 * 3  # well above chance (40 classes) after a few epochs
+    assert len(m["fc_relative_per_layer"]) == 7
+    assert all(0.0 <= r <= 1.0 for r in m["fc_relative_per_layer"])
+    assert any(p != 1.0 for p in m["fc_precision_per_layer"])  # the precisions were updated from their init
+
+
+@pytest.mark.slow
+def test_layerwise_rotated_quick_run_reports_three_paths():
+    exp = get_experiment("layerwise-rotated")
+    m = exp.run(exp.make_config(quick=True))
+    for layer in range(len(m["gconv_rel_per_layer"])):
+        total = m["fc_rel_per_layer"][layer] + m["conv_rel_per_layer"][layer] + m["gconv_rel_per_layer"][layer]
+        assert total == pytest.approx(100.0, abs=1e-2)
+    assert m["test_acc"] > 10.0 * 1.5  # above chance (10 classes)

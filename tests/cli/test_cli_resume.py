@@ -7,13 +7,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from symkit_cli_helpers import cli_env, executions, run_symkit, symkit_cmd
 
 from symkit.store import Store
 
-# 2 sizes x 6 seeds; each run sleeps so that the sweep is still going when the test stops it
-SWEEP = ["reproduce", "cli-toy", "--quick", "--seeds", "0-5", "--set", "sleep=0.15"]
-ALL_RUNS = {(n, s) for n in (10, 100) for s in range(6)}
+# 2 sizes x 8 seeds; each run sleeps so that the sweep is still going when the test stops it
+SWEEP = ["reproduce", "cli-toy", "--quick", "--seeds", "0-7", "--set", "sleep=0.2"]
+ALL_RUNS = {(n, s) for n in (10, 100) for s in range(8)}
 
 
 def _recorded(db: Path) -> set[tuple[int, int]]:
@@ -113,12 +114,18 @@ def test_sigterm_stops_the_sweep_cleanly(tmp_path):
     assert 1 <= len(_recorded(db)) < len(ALL_RUNS)
 
 
-def test_bad_input_in_a_real_process_is_one_clear_line(tmp_path):
-    db = str(tmp_path / "s.db")
-    unknown = run_symkit("reproduce", "cli-tyo", "--store", db)
+def test_a_bad_setting_in_a_real_process_is_one_clear_line(tmp_path):
+    bad = run_symkit("reproduce", "cli-toy", "--set", "scale=big", "--store", str(tmp_path / "s.db"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip() == (
+        "Error: --set 'scale=big': bad value 'big' for setting 'scale' of experiment 'cli-toy': expected float "
+        "(could not convert string to float: 'big')"
+    )
+
+
+@pytest.mark.slow  # an unknown name makes the command import every experiment module
+def test_an_unknown_name_in_a_real_process_is_one_clear_line(tmp_path):
+    unknown = run_symkit("reproduce", "cli-tyo", "--store", str(tmp_path / "s.db"))
     assert unknown.returncode == 2
     assert unknown.stderr.startswith("Error: no experiment named 'cli-tyo'; valid names:")
     assert "cli-toy" in unknown.stderr and "Traceback" not in unknown.stderr
-    bad = run_symkit("reproduce", "cli-toy", "--set", "scale=big", "--store", db)
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert "bad value 'big' for setting 'scale' of experiment 'cli-toy': expected float" in bad.stderr

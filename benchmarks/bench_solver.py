@@ -1,0 +1,185 @@
+"""Equivariant-basis solver benchmark: symkit against the reference emlp package, measured in the same run.
+
+Run: ``.venv/bin/python benchmarks/bench_solver.py [--quick] [--no-tables] [--emlp-timeout S]``.
+
+For each case it times a cold solve (in-memory and disk caches off) of the full orthonormal basis Q in symkit, and
+the same call in emlp 1.0.3 in a fresh subprocess of its own interpreter (``.bench/emlp-venv``, JAX import and
+warm-up excluded). "x faster" is emlp time / symkit time. Big direct sums also time building the lazy projector of
+rep >> rep and applying it to one vector. Finally all cells of Tables A.1-A.8 (and the extra facts) are computed
+with ``rank()``, including the Rubik's cube T4, and the total is printed. Timings on a shared machine are noisy;
+compare the ratios of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ["SYMKIT_CACHE"] = "0"
+os.environ.setdefault("SYMKIT_PROGRESS", "0")
+
+import numpy as np  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from symkit.groups import O13, SO, SU, O, RubiksCube, S, SO13p, Sp, Z  # noqa: E402,F401
+from symkit.reps import T, V, clear_memory_cache  # noqa: E402,F401
+from symkit.reps.thesis_tables import compute_rank, thesis_cells  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+EMLP_PY = ROOT / ".bench" / "emlp-venv" / "bin" / "python"
+
+# (label, symkit group expr, emlp group expr, p, q) -- the same generators in both libraries where they agree
+CELLS = [
+    ("Z(4) T5", "Z(4)", "Z(4)", 5, 0),
+    ("S(4) T5", "S(4)", "S(4)", 5, 0),
+    ("S(5) T5", "S(5)", "S(5)", 5, 0),
+    ("S(6) T4", "S(6)", "S(6)", 4, 0),
+    ("Rubik(ref) T2", "RubiksCube('reference')", "RubiksCube()", 2, 0),
+    ("Rubik(ref) T3", "RubiksCube('reference')", "RubiksCube()", 3, 0),
+    ("SO(3) T5", "SO(3)", "SO(3)", 5, 0),
+    ("SO(3) T6", "SO(3)", "SO(3)", 6, 0),
+    ("SO(4) T6", "SO(4)", "SO(4)", 6, 0),
+    ("O(3) T6", "O(3)", "O(3)", 6, 0),
+    ("SO+(1,3) T(4,0)", "SO13p()", "SO13p()", 4, 0),
+    ("O(1,3) T(3,1)", "O13()", "O13()", 3, 1),
+    ("Sp(2) T(4,0)", "Sp(2)", "Sp(2)", 4, 0),
+    ("SU(3) T(3,3)", "SU(3)", "SU(3)", 3, 3),
+]
+QUICK = {"Z(4) T5", "S(5) T5", "SO(3) T5", "Sp(2) T(4,0)", "Rubik(ref) T2"}
+
+SUMS = [("SO(3)", "SO(3)"), ("S(6)", "S(6)")]
+
+EMLP_DRIVER = r"""
+import json, os, sys, time
+os.environ["TQDM_DISABLE"] = "1"
+import numpy as np
+from emlp.groups import *
+from emlp.reps import V, T
+case = json.loads(sys.argv[1])
+T(2)(SO(2)).equivariant_basis()  # warm up JAX
+G = eval(case["group"])
+t0 = time.perf_counter()
+if case["kind"] == "cell":
+    rep = T(case["p"], case["q"])(G)
+    Q = np.asarray(rep.equivariant_basis())
+    out = {"time": time.perf_counter() - t0, "rank": int(Q.shape[-1])}
+else:
+    rep = 100 * V(G) + 30 * V(G) ** 2 + 10 * V(G) ** 3
+    if case["kind"] == "sum_basis":
+        Q = rep.equivariant_basis()
+        Q = np.asarray(Q @ np.eye(Q.shape[-1]))
+        out = {"time": time.perf_counter() - t0, "rank": int(Q.shape[-1])}
+    else:
+        hom = rep >> rep
+        P = hom.equivariant_projector()
+        v = np.random.default_rng(0).standard_normal(hom.size())
+        y = np.asarray(P @ v)
+        out = {"time": time.perf_counter() - t0, "rank": -1}
+print("RESULT " + json.dumps(out))
+"""
+
+
+def run_emlp(case: dict, timeout: float) -> tuple[float | None, str]:
+    if not EMLP_PY.exists():
+        return None, "emlp not installed"
+    env = dict(os.environ, TQDM_DISABLE="1", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    try:
+        out = subprocess.run(
+            [str(EMLP_PY), "-c", EMLP_DRIVER, json.dumps(case)],
+            capture_output=True, text=True, timeout=timeout, env=env,
+        )
+    except subprocess.TimeoutExpired:
+        return None, f">{timeout:.0f} s (timeout)"
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            res = json.loads(line[7:])
+            return float(res["time"]), f"rank {res['rank']}" if res["rank"] >= 0 else ""
+    err = (out.stderr.strip().splitlines() or ["?"])[-1]
+    return None, f"emlp failed: {err[:80]}"
+
+
+def time_symkit(fn) -> tuple[float, object]:
+    clear_memory_cache()
+    t0 = time.perf_counter()
+    res = fn()
+    return time.perf_counter() - t0, res
+
+
+def fmt(t: float | None) -> str:
+    return "-" if t is None else (f"{t * 1000:.1f} ms" if t < 1 else f"{t:.2f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a few cases only")
+    ap.add_argument("--no-tables", action="store_true", help="skip the all-tables timing")
+    ap.add_argument("--emlp-timeout", type=float, default=600.0)
+    args = ap.parse_args()
+    threadpool_limits(1)
+    print(f"emlp interpreter: {EMLP_PY if EMLP_PY.exists() else 'emlp not installed'}")
+    rows = []
+    for label, gs, ge, p, q in CELLS:
+        if args.quick and label not in QUICK:
+            continue
+        G = eval(gs)
+        t_ours, Q = time_symkit(lambda G=G, p=p, q=q: T(p, q, G).equivariant_basis())
+        t_ref, note = run_emlp({"kind": "cell", "group": ge, "p": p, "q": q}, args.emlp_timeout)
+        rows.append((label, t_ours, Q.shape[1], t_ref, note))
+        msg = f"  {label:18s} symkit {fmt(t_ours):>10s} (rank {Q.shape[1]})   emlp {fmt(t_ref):>10s} {note}"
+        print(msg, flush=True)
+    for gs, ge in SUMS:
+        G = eval(gs)
+
+        def basis(G=G):
+            return (100 * V(G) + 30 * V(G) ** 2 + 10 * V(G) ** 3).equivariant_basis()
+
+        def projector(G=G):
+            rep = 100 * V(G) + 30 * V(G) ** 2 + 10 * V(G) ** 3
+            hom = rep >> rep
+            return hom.equivariant_projector() @ np.random.default_rng(0).standard_normal(hom.size)
+
+        t_ours, Q = time_symkit(basis)
+        t_ref, note = run_emlp({"kind": "sum_basis", "group": ge}, args.emlp_timeout)
+        rows.append((f"{gs} 100V+30V²+10V³ Q", t_ours, Q.shape[1], t_ref, note))
+        print(f"  {rows[-1][0]:18s} symkit {fmt(t_ours):>10s}   emlp {fmt(t_ref):>10s} {note}", flush=True)
+        if args.quick:
+            continue
+        t_ours, _ = time_symkit(projector)
+        t_ref, note = run_emlp({"kind": "sum_proj", "group": ge}, args.emlp_timeout)
+        rows.append((f"{gs} (that >> that) P@v", t_ours, -1, t_ref, note))
+        print(f"  {rows[-1][0]:18s} symkit {fmt(t_ours):>10s}   emlp {fmt(t_ref):>10s} {note}", flush=True)
+
+    print()
+    print(f"{'case':28s} {'rank':>6s} {'symkit':>11s} {'emlp 1.0.3':>12s} {'x faster':>9s}")
+    for label, t_ours, r, t_ref, note in rows:
+        ratio = f"{t_ref / t_ours:9.1f}" if t_ref else f"{'-':>9s}"
+        rr = "" if r < 0 else str(r)
+        print(f"{label:28s} {rr:>6s} {fmt(t_ours):>11s} {fmt(t_ref) if t_ref else note:>12s} {ratio}")
+
+    if not args.no_tables and not args.quick:
+        print("\nAll cells of Tables A.1-A.8 and the extra facts (rank(), cold caches):")
+        t_all = time.perf_counter()
+        per_table: dict[str, float] = {}
+        slowest = []
+        for cell in thesis_cells(tier="all"):
+            clear_memory_cache()
+            t0 = time.perf_counter()
+            r = compute_rank(cell)
+            dt = time.perf_counter() - t0
+            per_table[cell.table] = per_table.get(cell.table, 0.0) + dt
+            slowest.append((dt, f"{cell.table} {cell.group} {cell.rep} = {r}"))
+        total = time.perf_counter() - t_all
+        for t, s in sorted(per_table.items()):
+            print(f"  Table {t:6s} {fmt(s):>10s}")
+        print("  slowest cells: " + "; ".join(f"{s} ({fmt(t)})" for t, s in sorted(slowest, reverse=True)[:5]))
+        print(f"  total {fmt(total)} for {len(slowest)} cells (target: under 10 minutes)")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

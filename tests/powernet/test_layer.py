@@ -306,3 +306,24 @@ def test_image_shaped_input_and_float32_default():
     y = layer(torch.randn(3, 1, 4, 4))
     assert y.shape == (3, 2, 4, 4) and y.dtype == torch.float32
     assert isinstance(PermutationBase([1, 0]).power(3), PermutationBase)
+
+
+# ---------------------------------------------------------------- term normalisation
+
+
+def test_term_gains_are_one_for_orthogonal_bases_and_rms_gains_otherwise():
+    for base in (grid_shift(6, 0), rot90_permutation(6), make_base("rotation", 6, 0.4)):
+        layer = PowerLayer(base, 1, 1, 5, normalize_terms=True, dtype=torch.float64)
+        assert torch.equal(layer.term_gains(), torch.ones(5, dtype=torch.float64))
+        assert torch.equal(layer.effective_weight(), layer.weight)
+    base = make_base("scaling", 7, 0.2)
+    layer = PowerLayer(base, 2, 3, 5, normalize_terms=True, dtype=torch.float64).double()
+    m = base.to_dense()
+    exact = torch.stack([torch.linalg.matrix_power(m, i).norm() / 7 for (i,) in layer.power_list])
+    torch.testing.assert_close(layer.term_gains(probes=4096), exact, rtol=0.1, atol=0)
+    assert exact.max() > 1.5  # the SW scaling base is far from orthogonal
+    # the layer is still a Laurent series in the base, with coefficients theta / g
+    theta = layer.weight / layer.term_gains()
+    expected = sum(theta[..., j, None, None] * torch.linalg.matrix_power(m, i)
+                   for j, (i,) in enumerate(layer.power_list))
+    torch.testing.assert_close(layer.weight_matrix(), expected, atol=1e-10, rtol=1e-10)

@@ -88,6 +88,8 @@ class PowerLayer(nn.Module):
             ``"full"`` (a ``d``-vector per output channel, as in the paper) or ``None``.
         activation: optional pointwise module applied last (``sigma``).
         generator: ``torch.Generator`` for the initial coefficients (``N(0, 2 / (c_in |K|))``).
+        normalize_terms: divide each term's coefficient by the term's RMS gain (see :meth:`term_gains`), so that
+            strongly non-normal bases (SW scaling) do not dominate a sum of terms at initialisation or in training.
 
     Input ``(N, c_in, d)`` or ``(N, c_in, h, w)`` with ``h w = d``; output has the same trailing shape.
     """
@@ -106,6 +108,7 @@ class PowerLayer(nn.Module):
         activation: nn.Module | None = None,
         generator: torch.Generator | None = None,
         dtype: torch.dtype | None = None,
+        normalize_terms: bool = False,
     ) -> None:
         super().__init__()
         base_list = [bases] if isinstance(bases, Base) else list(bases) if isinstance(bases, Sequence) else None
@@ -154,6 +157,10 @@ class PowerLayer(nn.Module):
         std = math.sqrt(2.0 / (in_channels * k))
         w = torch.randn(out_channels, in_channels, k, generator=generator, dtype=torch.float64) * std
         self.weight = nn.Parameter(w.to(dtype or torch.get_default_dtype()))
+        # optional fixed per-term scale 1 / g_k, g_k the RMS gain of the term (1 for orthogonal bases)
+        self.normalize_terms = bool(normalize_terms)
+        scale = 1.0 / self.term_gains() if self.normalize_terms else torch.ones(k, dtype=torch.float64)
+        self.register_buffer("term_scale", scale.to(self.weight.dtype), persistent=False)
         self.bias_mode = bias
         if bias == "channel":
             self.bias = nn.Parameter(torch.zeros(out_channels, **factory))
@@ -170,6 +177,25 @@ class PowerLayer(nn.Module):
 
     def _step(self, b: int, x: torch.Tensor, up: bool) -> torch.Tensor:
         return self.steps[b].step(x, inverse=not up)
+
+    @torch.no_grad()
+    def term_gains(self, probes: int = 64) -> torch.Tensor:
+        """RMS gain ``g_k = sqrt(E ||T_k z||^2 / E ||z||^2)`` of every term ``T_k`` (Gaussian probes, seed 0).
+
+        ``g_k = 1`` for permutation and orthogonal bases; non-normal bases such as the SW scaling base amplify some
+        inputs strongly (``g ~ 14`` for ``expm(0.2 G_scale)`` at 28x28), which ``normalize_terms=True`` divides out
+        (coefficients ``theta_k / g_k``, so the layer is still ``sum theta'_k T_k``).
+        """
+        if self.table is not None:
+            return torch.ones(self.num_terms, dtype=torch.float64)
+        z = torch.randn(probes, self.size, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        t = self._terms_generic(z)
+        g = (t.pow(2).sum(dim=(0, 2)) / z.pow(2).sum()).sqrt()
+        return torch.where((g - 1).abs() < 1e-9, torch.ones_like(g), g)  # orthogonal terms: exactly 1
+
+    def effective_weight(self) -> torch.Tensor:
+        """The coefficients ``theta^(o,c)_k`` of the Laurent series, ``(c_out, c_in, |K|)``."""
+        return self.weight * self.term_scale if self.normalize_terms else self.weight
 
     def _term_table(self) -> torch.Tensor:
         """``(|K|, d)`` indices with ``(A^i ... Z^q x)[a] = x[table[k, a]]`` (permutation bases only)."""
@@ -220,7 +246,7 @@ class PowerLayer(nn.Module):
             raise ValueError(f"PowerLayer acts on {self.size} pixels per channel, got input shape {tuple(x.shape)}")
         t = self.terms(flat)  # (N, c_in, K, d)
         n, c, k, d = t.shape
-        y = torch.matmul(self.weight.reshape(self.out_channels, c * k), t.reshape(n, c * k, d))
+        y = torch.matmul(self.effective_weight().reshape(self.out_channels, c * k), t.reshape(n, c * k, d))
         if self.bias is not None:
             y = y + (self.bias[:, None] if self.bias_mode == "channel" else self.bias)
         if self.activation is not None:
@@ -231,7 +257,7 @@ class PowerLayer(nn.Module):
         """The dense weights ``W[o, c] = sum_K theta^(o,c)_K A^i ... Z^q`` as ``(c_out, c_in, d, d)`` (inspection)."""
         eye = torch.eye(self.size, dtype=self.weight.dtype, device=self.weight.device)
         t = self.terms(eye)  # (d, K, d): t[j, k, a] = (M^k)[a, j]
-        return torch.einsum("oik,jka->oiaj", self.weight, t)
+        return torch.einsum("oik,jka->oiaj", self.effective_weight(), t)
 
     def extra_repr(self) -> str:
         return (

@@ -59,6 +59,7 @@ class PowerBlock(nn.Module):
         norm: str | None = "batch",
         bias: str | None = "channel",
         generator: torch.Generator | None = None,
+        normalize_terms: bool = False,
     ) -> None:
         super().__init__()
         if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
@@ -66,7 +67,8 @@ class PowerBlock(nn.Module):
         bases = [bases] if isinstance(bases, Base) else list(bases)
         self.act = _act(nn.LeakyReLU(0.2) if nonlinearity is None else nonlinearity)
         chans = [in_channels] + [out_channels] * num_layers
-        kw = dict(powers=powers, dilation=dilation, combine=combine, bias=bias, generator=generator)
+        kw = dict(powers=powers, dilation=dilation, combine=combine, bias=bias, generator=generator,
+                  normalize_terms=normalize_terms)
         self.layers = nn.ModuleList(PowerLayer(bases, chans[i], chans[i + 1], kernel_size, **kw)
                                     for i in range(num_layers))
         self.norms = nn.ModuleList(_norm(norm, out_channels) for _ in range(num_layers))
@@ -129,7 +131,9 @@ class PowerNet(nn.Module):
     :func:`~symkit.nn.powernet.bases.make_base` (steps from ``steps``) or a callable ``(h, w) -> [Base, ...]``.
     Block ``i`` has ``channels[i]`` output channels; pooling follows every block but the last. The head is a linear
     map of the flattened final features (``head="flatten"``, position-sensitive, needed to regress a rotation angle)
-    or of their per-channel mean (``head="mean"``, invariant to every pixel permutation).
+    or of their per-channel mean (``head="mean"``, invariant to every pixel permutation). ``normalize_terms``
+    (default on) divides every term by its RMS gain (:meth:`PowerLayer.term_gains`; a no-op for permutation and
+    orthogonal bases such as shifts, rot90 and SW rotations).
     """
 
     def __init__(
@@ -152,6 +156,7 @@ class PowerNet(nn.Module):
         bias: str | None = "channel",
         nonlinearity: nn.Module | None = None,
         generator: torch.Generator | None = None,
+        normalize_terms: bool = True,
     ) -> None:
         super().__init__()
         c, h, w = _check_in_shape(in_shape)
@@ -177,7 +182,7 @@ class PowerNet(nn.Module):
             blocks.append(
                 PowerBlock(list(factory((h, w))), c, width, num_layers, kernel_size, powers=powers, dilation=dilation,
                            combine=combine, rho=rho, nonlinearity=nonlinearity, norm=norm, bias=bias,
-                           generator=generator)
+                           generator=generator, normalize_terms=normalize_terms)
             )
             c = width
             p = _pool(pool)

@@ -2,6 +2,8 @@
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 from symkit.measure import (
@@ -217,3 +219,19 @@ def test_bad_arguments(cnn, x):
         lee(cnn, x, "rotate", reduction="max")
     with pytest.raises(TypeError, match="floating-point"):
         lie_derivative(cnn, torch.zeros(2, 3, 4, 4, dtype=torch.long), "rotate")
+
+
+_LIN_X = randn(1, 3, 8, 8, seed=3)
+
+
+@settings(max_examples=6, deadline=None)
+@given(coeffs=st.lists(st.floats(-3, 3, allow_nan=False), min_size=4, max_size=4))
+def test_linearity_in_the_generator_hypothesis(coeffs):
+    # L_{sum a_i X_i} f = sum a_i L_{X_i} f for a nonlinear model and any coefficients (notes §6 item 7)
+    torch.manual_seed(1)
+    m = nn.Sequential(nn.Conv2d(3, 2, 3, padding=1), nn.Tanh(), nn.AvgPool2d(2)).double()
+    names = ["translate_y", "shear_x", "hyperbolic_rotate", "brightness"]
+    combo = sum((a * get_transform(n) for a, n in zip(coeffs, names)), 0.0 * get_transform("rotate"))
+    lhs = lie_derivative(m, _LIN_X, combo)
+    rhs = sum(a * lie_derivative(m, _LIN_X, n) for a, n in zip(coeffs, names))
+    torch.testing.assert_close(lhs, rhs, rtol=1e-9, atol=1e-10)

@@ -1,5 +1,6 @@
 """symkit.measure: how equivariant is a model, where is it lost (thesis ch. 4)."""
 
+from symkit.measure.aliasing import alias, fourier_translate, predicted_aliasing_error
 from symkit.measure.baselines import (
     SampleResult,
     discrete_shift_consistency,
@@ -43,6 +44,9 @@ from symkit.measure.transforms import (
 )
 
 __all__ = [
+    "alias",
+    "fourier_translate",
+    "predicted_aliasing_error",
     "EquivarianceReport",
     "LayerwiseResult",
     "SampleResult",

@@ -278,11 +278,14 @@ def lee(
     probabilities (thesis App. A.3.1.3), ``"logits"`` the raw output. ``reduction="mean_abs"`` gives the reference
     code's mean absolute value instead. Runs without building a graph.
     """
+    from tqdm.auto import tqdm
+
     flow = get_transform(transform)
     f = with_scores(model, on)
     values = []
+    batches = tqdm(_batches(data, batch_size), desc=f"LEE {flow.name}", disable=not progress_enabled(), leave=False)
     with torch.no_grad():
-        for xb in _batches(data, batch_size):
+        for xb in batches:
             values.append(reduce_lie(lie_derivative(f, xb, flow, output=output, method=method), reduction))
     per = torch.cat(values).detach()
     n = per.shape[0]

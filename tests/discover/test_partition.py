@@ -174,8 +174,8 @@ def test_orbit_partition_matches_known_schemes():
 
 
 def test_claim3_exhaustive_small():
-    """PD <= |G1 Δ G2| <= (K! - 1) PD for every pair of partitions, K = 2..4, both readings of Eq. 24."""
-    for k in range(2, 5):
+    """PD <= |G1 Δ G2| <= (K! - 1) PD for every pair of partitions, K = 2..5, both readings of Eq. 24."""
+    for k in range(2, 6):
         parts = list(set_partitions(k))
         for kind in ("union", "young"):
             groups = [equivariance_group(p, kind) for p in parts]

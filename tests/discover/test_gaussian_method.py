@@ -1,0 +1,59 @@
+"""The Gaussian experiments: brute force (Ours*, Figs. 2-3) and the relaxed method against Table 1 (notes §7.3)."""
+
+import numpy as np
+import pytest
+
+from symkit.datasets.sharing import gaussian_shared_means
+from symkit.discover import brute_force_search, cluster_average, labels_to_assignment, partition_distance
+
+
+def _brute(k, n_train, seeds=200, lam=1e-2):
+    data = [gaussian_shared_means(k, 1, n=100, n_train=n_train, seed=s, legacy=True) for s in range(seeds)]
+    Y = np.stack([d.y for d in data])
+    ybar_T, V = Y[:, :n_train].mean(1), Y[:, n_train:]
+
+    def score(labels):
+        val = ((V - cluster_average(labels, ybar_T)[:, None, :]) ** 2).mean((1, 2))
+        return val + lam * np.sqrt(labels_to_assignment(labels).sum(0)).sum()
+
+    best, _ = brute_force_search(k, score)
+    theta = np.stack([cluster_average(b, y) for b, y in zip(best, Y.mean(1))])
+    mse = (theta**2).sum(1).mean()  # theta_gt = 0 for rank 1
+    pd = np.mean([partition_distance(b, np.zeros(k, int)) for b in best])
+    return mse, pd, (Y.mean(1) ** 2).sum(1).mean()
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5])
+def test_brute_force_beats_no_sharing(k):
+    mse, pd, mse_none = _brute(k, 30)
+    assert mse < mse_none and pd < k - 1  # Fig. 2: Ours* beats No sharing in MSE and PD (no sharing PD = K - 1)
+
+
+def test_brute_force_pd_grows_with_training_fraction():
+    """Fig. 3: with full sharing, more training (less validation) data makes the discovered scheme worse."""
+    _, pd_small, _ = _brute(5, 10)
+    _, pd_large, _ = _brute(5, 90)
+    assert pd_small + 0.3 < pd_large
+
+
+TABLE1 = [(2, "none", 0.019, 0.915, 0.03), (2, "entropy", 0.016, 0.385, 0.07), (2, "both", 0.014, 0.145, 0.05),
+          (4, "none", 0.035, 2.05, 0.069), (4, "entropy", 0.033, 1.68, 0.070), (4, "both", 0.025, 0.49, 0.095),
+          (6, "none", 0.050, 3.35, 0.075), (6, "entropy", 0.048, 3.36, 0.094), (6, "both", 0.028, 0.59, 0.132)]
+
+
+@pytest.mark.slow
+def test_table1_reproduces():
+    """Table 1 at full size (200 seeds): |MSE - paper| <= 0.004, |PD - paper| <= 2 CI, and the ablation ordering."""
+    from symkit.experiments import get_experiment
+
+    exp = get_experiment("sharing-gaussian")
+    got = {}
+    for k, pen, mse, pd, ci in TABLE1:
+        r = exp.run(exp.make_config(dims=k, penalties=pen, brute_force=False))
+        got[k, pen] = r
+        assert abs(r["mse"] - mse) <= 0.004, (k, pen, r["mse"])
+        assert abs(r["pd"] - pd) <= 2 * ci, (k, pen, r["pd"])
+    for k in (2, 4, 6):
+        both, ent, none = got[k, "both"], got[k, "entropy"], got[k, "none"]
+        assert both["pd"] < ent["pd"] <= none["pd"] + none["pd_ci"] + ent["pd_ci"]
+        assert both["mse"] < none["mse"]

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+# the helper and toy-experiment modules of this folder are imported by name (pytest runs in importlib mode, which
+# does not put test folders on sys.path); subprocesses get the folder through PYTHONPATH (symkit_cli_helpers)
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
 
 
 @pytest.fixture

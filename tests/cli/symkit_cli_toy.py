@@ -25,6 +25,7 @@ class ToyConfig:
     n: int = 10
     scale: float = 1.0
     fail_seed: int = -1  # the run with this seed raises
+    crash_seed: int = -1  # the run with this seed ends its process at once (a crash outside Python)
     sleep: float = 0.0
     tag: str = "a"
     sizes: tuple[int, ...] = (1, 2)
@@ -38,6 +39,8 @@ def run(config: ToyConfig) -> dict:
             f.write(f"{config.n} {config.seed} {os.getpid()}\n")
     if config.sleep:
         time.sleep(config.sleep)
+    if config.seed == config.crash_seed:
+        os._exit(3)
     fail_seeds = os.environ.get("SYMKIT_TOY_FAIL_SEEDS", "")
     if config.seed == config.fail_seed or str(config.seed) in fail_seeds.split(","):
         raise RuntimeError(f"toy failure on purpose (seed {config.seed})")

@@ -133,3 +133,16 @@ def test_progress_lines_show_the_sweep_and_the_run(toy, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "cli-toy: 100%" in err and "4/4" in err
     assert "run: n=10 seed=0" in err or "last: n=" in err
+
+
+def test_a_run_that_kills_its_worker_is_recorded_and_the_pool_sweep_goes_on(toy, toy_log, tmp_path):
+    store = Store(tmp_path / "s.db")
+    specs = plan(toy, quick=True, seeds=[0, 1, 2], settings={"crash_seed": [1]})
+    result = run_sweep(toy, specs, store, executor="process", jobs=2)
+    assert (result.ran, result.failed) == (6, 2)
+    failed = store.runs(toy.name, status="failed")
+    assert sorted((r.config["n"], r.seed) for r in failed) == [(10, 1), (100, 1)]
+    assert all("worker process died while running this run" in r.error for r in failed)
+    ok = store.runs(toy.name, status="ok")
+    assert sorted((r.config["n"], r.seed) for r in ok) == [(10, 0), (10, 2), (100, 0), (100, 2)]
+    assert len(executions(toy_log)) <= 6 + 2 * 2  # only the suspects of a crash ran twice

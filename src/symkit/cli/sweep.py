@@ -281,47 +281,90 @@ def _local(specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_star
         yield execute(spec)
 
 
-def _process(
-    specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_start: Any = None
-) -> Iterator[Outcome]:
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
+_DIED = (
+    "the worker process died while running this run (killed, out of memory, or a crash outside Python); it was "
+    "run again alone to make sure"
+)
 
-    jobs = max(1, min(jobs, len(specs)))
+
+def _new_pool(jobs: int) -> Any:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     threads = max(1, (os.cpu_count() or 1) // jobs)
-    pool = ProcessPoolExecutor(
+    return ProcessPoolExecutor(
         max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
         initargs=(threads,),
     )
-    pending = set()
-    finished = False
+
+
+def _stop_pool(pool: Any, clean: bool) -> None:
+    """Shut ``pool`` down: wait for idle workers if ``clean``, else terminate the workers (interrupted, broken)."""
+    if clean:
+        pool.shutdown(wait=True)
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+
+
+def _isolated(spec: RunSpec) -> Outcome:
+    """Run ``spec`` alone in a fresh one-worker pool: its outcome, or a failure if the worker dies again."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    pool, started, clean = _new_pool(1), utc_now(), False
     try:
-        pending = {pool.submit(execute, spec) for spec in specs}
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                try:
-                    yield future.result()
-                except BrokenProcessPool:
-                    raise SweepError(
-                        "a worker process died (killed, or crashed outside Python); the finished runs are stored, "
-                        "run the same command again to resume"
-                    ) from None
-        finished = True
+        outcome = pool.submit(execute, spec).result()
+        clean = True
+        return outcome
+    except BrokenProcessPool:
+        return Outcome(spec, None, _DIED, started, utc_now(), 0.0, socket.gethostname())
     finally:
-        if finished:
-            pool.shutdown(wait=True)
-        else:  # interrupted: drop the queue and stop the runs in flight, whose results could not be stored
-            for future in pending:
-                future.cancel()
-            processes = list((getattr(pool, "_processes", None) or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
-            for process in processes:
-                if process.is_alive():
-                    process.terminate()
-            for process in processes:
-                process.join(timeout=5)
+        _stop_pool(pool, clean)
+
+
+def _process(
+    specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_start: Any = None
+) -> Iterator[Outcome]:
+    """At most ``jobs`` runs in flight, so that when a worker dies the suspects are known: they are run again one
+    by one, each alone in a new worker, the one that kills its worker is recorded as failed, and the sweep goes on."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    jobs = max(1, min(jobs, len(specs)))
+    queue = list(specs)
+    while queue:
+        pool = _new_pool(jobs)
+        in_flight: dict[Any, RunSpec] = {}
+        suspects: list[RunSpec] = []
+        clean = False
+        try:
+            while queue or in_flight:
+                while queue and len(in_flight) < jobs:
+                    spec = queue.pop(0)
+                    in_flight[pool.submit(execute, spec)] = spec
+                done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+                for future in done:
+                    spec = in_flight.pop(future)
+                    try:
+                        outcome = future.result()
+                    except BrokenProcessPool:
+                        suspects.append(spec)
+                        continue
+                    yield outcome
+                if suspects:
+                    suspects += in_flight.values()
+                    in_flight.clear()
+                    break
+            clean = not suspects
+        finally:
+            _stop_pool(pool, clean)
+        for spec in suspects:
+            yield _isolated(spec)
 
 
 def _ray(specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_start: Any = None) -> Iterator[Outcome]:

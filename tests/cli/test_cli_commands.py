@@ -46,7 +46,7 @@ def test_an_unknown_experiment_lists_the_valid_names(runner, toy, tmp_path):
     ("args", "message"),
     [
         (["--set", "n=many"], "bad value 'many' for setting 'n' of experiment 'cli-toy': expected int"),
-        (["--set", "colour=red"], "has no setting 'colour'; valid settings: n, scale, fail_seed, crash_seed, sleep, tag"),
+        (["--set", "colour=red"], "no setting 'colour'; valid settings: n, scale, fail_seed, crash_seed, sleep, tag"),
         (["--set", "n"], "expected key=value; valid keys for 'cli-toy': n, scale"),
         (["--sweep", "scale=1,x"], "bad value 'x' for setting 'scale'"),
         (["--seeds", "1..3"], "bad --seeds value '1..3'"),

@@ -162,3 +162,26 @@ def test_bad_arguments():
         prior_groups(model, curv, "layer")
     with pytest.raises(ValueError, match="no recorded layers"):
         fit_kfac(nn.Linear(3, 2), [(torch.zeros(1, 3), torch.tensor([0]))])
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_linear_kfac_agrees_with_asdl():
+    asdl = pytest.importorskip("asdl")
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 3)).double()
+    ours = nn.Sequential(KLinear(5, 4), nn.Tanh(), KLinear(4, 3)).double()
+    ours.load_state_dict(net.state_dict())
+    x, y = torch.randn(7, 5, dtype=torch.float64), torch.randint(0, 3, (7,))
+    cfg = asdl.FisherConfig(fisher_type="fisher_exact", fisher_shapes=["kron"], loss_type="cross_entropy",
+                            data_size=7)
+    fm = asdl.get_fisher_maker(net, cfg)
+    dummy = fm.setup_model_call(net, x)
+    fm.setup_loss_call(F.cross_entropy, dummy, y)
+    fm.forward_and_backward()
+    curv = fit_kfac(ours, [(x, y)])
+    for i in (0, 2):
+        blk, kron = curv.block(f"{i}.weight"), net[i].fisher.kron
+        torch.testing.assert_close(blk.A[0], kron.A, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(blk.G, 7 * kron.B, rtol=1e-10, atol=1e-12)  # ASDL reports the per-datum Fisher

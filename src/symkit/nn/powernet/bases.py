@@ -214,8 +214,20 @@ class DenseBase(Base):
         self.register_buffer("MT", m.T.contiguous(), persistent=False)
         self.register_buffer("MinvT", inv.T.contiguous(), persistent=False)
 
+    def _matrix(self, inverse: bool, dtype: torch.dtype) -> torch.Tensor:
+        """``M^T`` or ``M^-T`` in ``dtype``; a converted copy is cached while the buffer it came from is current."""
+        m = self.MinvT if inverse else self.MT
+        if m.dtype == dtype:
+            return m
+        cache = self.__dict__.setdefault("_converted", {})
+        hit = cache.get((inverse, dtype))
+        if hit is None or hit[0] is not m or hit[1].device != m.device:
+            hit = (m, m.to(dtype))
+            cache[(inverse, dtype)] = hit
+        return hit[1]
+
     def step(self, x: torch.Tensor, inverse: bool = False) -> torch.Tensor:
-        return x @ (self.MinvT if inverse else self.MT).to(x.dtype)
+        return x @ self._matrix(inverse, x.dtype)
 
     def power(self, k: int) -> DenseBase:
         k = int(k)

@@ -133,3 +133,14 @@ def test_bad_arguments():
         layerwise_lie_derivative(m, x, "rotate", method="probes", num_probes=1)
     with pytest.raises(TypeError, match="nn.Module"):
         layerwise_lie_derivative(lambda z: z, x, "rotate")
+
+
+def test_equivariant_network_has_no_contributions():
+    # 1x1 convolutions and an identity: every layer's Lie derivative vanishes (a pointwise non-linearity would not:
+    # sigma(x[j + 1]) - sigma(x[j]) differs from sigma'(x[j]) (x[j + 1] - x[j]))
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(2, 3, 1), nn.Identity(), nn.Conv2d(3, 2, 1)).double()
+    x = randn(2, 2, 6, 6)
+    for method in ("exact", "probes"):
+        r = layerwise_lie_derivative(m, x, "rotate", method=method, on="logits", num_probes=4)
+        assert r.sq_norms.abs().max() < 1e-24 and r.end_to_end.abs().max() < 1e-12

@@ -305,7 +305,7 @@ def layerwise_lie_derivative(
             hooks.start("off")
             live = [(i, s) for i, s in enumerate(hooks.scalars) if s is not None]
             samples = torch.zeros((num_probes, n, B), dtype=y.dtype, device=y.device)
-            bar = tqdm(range(num_probes), desc="probes", disable=not progress_enabled(), leave=False)
+            bar = tqdm(range(num_probes if live else 0), desc="probes", disable=not progress_enabled(), leave=False)
             for p in bar:
                 z = torch.randn(y.shape, generator=gen, dtype=y.dtype, device=y.device)
                 grads = torch.autograd.grad(

@@ -20,6 +20,7 @@ def test_shift_quick_recovers_toeplitz_sharing():
         r = exp.run(exp.make_config(quick=True, a_size=size))
         assert r["pd_median"] == 0, r["pd_per_seed"]  # Fig. 8: PD 0 at 6x6 and 15x15
         assert r["mse"] < r["mse_no_sharing"]
+        assert r["implied_exact"] >= 0.5  # the discovered sharing is named as the shift (Toeplitz) scheme
 
 
 def test_sum_quick_recovers_permutation_invariance():
@@ -27,5 +28,6 @@ def test_sum_quick_recovers_permutation_invariance():
     exp = get_experiment("sharing-sum")
     r = exp.run(exp.make_config(quick=True, length=4))
     assert r["pd"] == 0, r["labels"]
+    assert r["implied_group"] == "S(4)"
     assert r["pd_no_sharing"] == 3
     assert r["mse"] < 1.0  # the label variance is about 26.7 for length 4

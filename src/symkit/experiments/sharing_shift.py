@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from symkit.datasets.sharing import cross_correlation
+from symkit.discover.groups import implied_group
 from symkit.discover.linear import discover_linear_sharing, ols, tied_least_squares
 from symkit.discover.partition import partition_distance
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
@@ -66,6 +67,7 @@ def run(cfg: ShiftSharingConfig) -> dict:
         "mse_oracle": float(np.mean(oracle)),
         "clusters_found": float(np.mean([len(set(lab.tolist())) for lab in res.labels])),
         "clusters_true": int(data[0].labels_gt.max() + 1),
+        "implied_exact": float(np.mean([implied_group(lab, data[0].W.shape).exact for lab in res.labels])),
     }
 
 

@@ -24,6 +24,7 @@ import torch
 from symkit.datasets.sharing import sum_of_numbers
 from symkit.discover.baselines import AugerinoPermutation
 from symkit.discover.bilevel import fit_implicit, fit_model_parameters, harden_
+from symkit.discover.groups import implied_group
 from symkit.discover.partition import identity_partition, partition_distance
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.nn.sharing import SumOfNumbersNet, column_group_norm, entropy_penalty
@@ -152,6 +153,7 @@ def run(cfg: SumSharingConfig) -> dict:
         "pd_per_init": [int(r["pd"]) for r in records],
         "outer_steps": [int(r["outer_steps"]) for r in records],
         "pd_no_sharing": partition_distance(identity_partition(cfg.length), s.labels_gt),
+        "implied_group": implied_group(labels, (cfg.length,)).name,
     }
     if cfg.baselines:
         for name, sharing in (("no_sharing", None), ("oracle", s.labels_gt)):

@@ -17,8 +17,10 @@ def check(m, arch):
     assert 0 <= m["layer_cum_q1"] <= m["layer_cum_q2"] <= m["layer_cum_q3"] <= 1 + 1e-6
     # sum of norms >= norm of the sum (triangle inequality, Eq. 4.6)
     assert m["layer_sum_norms_over_norm"] >= 1 - 1e-5
-    # a noisy (shifted) input has more high-frequency content, hence a larger translation Lie derivative
-    assert m["lee_shifted_translate_x"] > m["lee_translate_x"]
+    # the gap ratios are the ratios of the split values
+    assert m["gap_shifted_over_test_rotate"] == pytest.approx(m["lee_shifted_rotate"] / m["lee_rotate"])
+    for split in ("train", "test", "shifted"):
+        assert m[f"lee_logits_{split}_translate_x"] > 0
     if arch == "cnn":
         assert m["layer_frac_embedding"] == 0 and m["layer_frac_mixing"] == 0 and m["layer_frac_conv"] > 0
     else:

@@ -210,6 +210,9 @@ def _run(config: LEETrendsConfig) -> dict:
         metrics[f"lee_shifted_{t}"] = shift_v
         metrics[f"gap_test_over_train_{t}"] = metrics[f"lee_{t}"] / max(train_v, 1e-30)
         metrics[f"gap_shifted_over_test_{t}"] = shift_v / max(metrics[f"lee_{t}"], 1e-30)
+        # the same on logits: softmax saturation (confident vs unsure predictions) scales the probability LEE
+        for split, xs in (("train", x_train), ("test", x_test), ("shifted", x_shift)):
+            metrics[f"lee_logits_{split}_{t}"] = lee(model, xs[ev], t, on="logits").value
 
     lw = layerwise_lie_derivative(model, x_test[: config.layer_images], "translate_x", method="exact")
     frac = lw.fractions
@@ -261,13 +264,14 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
         m = r["mean"]
         cells = [fmt(m.get(f"layer_frac_{c}")) for c in CATEGORIES]
         lines.append(f"| {r['config'].get('arch')} | " + " | ".join(cells) + f" | {m.get('layer_top', '-')} |")
-    lines += ["", "Equivariance gap (translation LEE): train / test / shifted:", ""]
-    lines.append("| arch | train | test | shifted |")
-    lines.append("|---|---|---|---|")
+    lines += ["", "Equivariance gap (translation LEE of probabilities, then of logits): train / test / shifted:", ""]
+    lines.append("| arch | train | test | shifted | logits: train | test | shifted | shifted acc |")
+    lines.append("|---|---|---|---|---|---|---|---|")
     for r in rows:
         m = r["mean"]
         trio = [fmt(m.get(f"lee_{k}translate_x")) for k in ("train_", "", "shifted_")]
-        lines.append(f"| {r['config'].get('arch')} | " + " | ".join(trio) + " |")
+        trio += [fmt(m.get(f"lee_logits_{k}_translate_x")) for k in ("train", "test", "shifted")]
+        lines.append(f"| {r['config'].get('arch')} | " + " | ".join(trio) + f" | {fmt(m.get('shifted_acc'))} |")
     return "\n".join(lines)
 
 

@@ -2,10 +2,14 @@
 threads) and a fresh on-disk basis cache, so no test reads bases stored by an earlier run."""
 
 import os
+import sys
 import tempfile
 
 import pytest
 from threadpoolctl import threadpool_limits
+
+# shared hypothesis strategies (core_strategies.py) live next to the tests; importlib mode does not add this folder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -111,6 +111,19 @@ def test_sparse_orbit_basis_for_permutation_groups():
     np.testing.assert_allclose((Qs.T @ Qs).toarray(), np.eye(51), atol=1e-12)
 
 
+def test_trivial_groups_and_pickling():
+    import pickle
+
+    from symkit.groups import Group, Trivial
+
+    assert T(2, 0, Trivial(3)).rank() == 9
+    np.testing.assert_array_equal(T(2, 0, Trivial(3)).equivariant_basis(), np.eye(9))
+    assert T(1, 1, Group(d=2)).rank() == 4
+    for rep in (T(2, 1, SO13p()) + 3 * V(SO13p()), 3 * V(S(4)) * V(SO(3))):
+        assert pickle.loads(pickle.dumps(rep)) == rep
+    assert pickle.loads(pickle.dumps(RubiksCube("reference"))) == RubiksCube("reference")
+
+
 def test_rank_of_scalar_and_zero_reps():
     assert Scalar.rank() == 1
     assert (0 * V(SO(3))).equivariant_basis().shape == (0, 0)

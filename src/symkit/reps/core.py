@@ -91,9 +91,6 @@ class Rep:
     def size(self) -> int:
         raise NotImplementedError
 
-    def __len__(self) -> int:
-        return self.size
-
     def _key(self) -> tuple:
         raise NotImplementedError
 

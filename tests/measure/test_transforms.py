@@ -153,3 +153,9 @@ def test_direct_tangent_equals_forward_mode_derivative_of_apply(img, padding, al
         t0 = torch.zeros((), dtype=D)
         ref = torch.func.jvp(lambda t, f=flow: f.apply(img, t), (t0,), (torch.ones_like(t0),))[1]
         torch.testing.assert_close(flow.tangent(img), ref, rtol=0, atol=1e-12)
+
+
+def test_translate_pixels_per_sample_offsets(img):
+    out = translate_pixels(img, torch.tensor([1.0, 0.0], dtype=D), torch.tensor([0.0, 2.0], dtype=D))
+    torch.testing.assert_close(out[0, :, :, 1:], img[0, :, :, :-1])
+    torch.testing.assert_close(out[1, :, 2:, :], img[1, :, :-2, :])

@@ -66,7 +66,9 @@ def run_demo(
         seconds = time.perf_counter() - t0
         index.append(f"- [{name}]({name}/report.md): {exp.reproduces} ({len(specs)} runs, {seconds:.0f} s"
                      + (f", {failed} failed" if failed else "") + ")")
-        index += [f"  - plot: [{p.name}]({name}/{p.name})" for p in report_plots]
+        index += [f"  - plot: [{p.name}]({name}/{p.name})" for p in report_plots[:3]]
+        if len(report_plots) > 3:
+            index.append(f"  - and {len(report_plots) - 3} more plots in the report")
         typer.echo(f"demo: {name}: report in {out / name / 'report.md'}"
                    + (f", {len(report_plots)} plot(s)" if report_plots else ""))
     store.close()

@@ -108,6 +108,9 @@ def test_report_without_runs_says_what_to_do(runner, toy, tmp_path):
     assert "no runs of 'cli-toy'" in result.output and "symkit reproduce cli-toy" in result.output
     listing = invoke(runner, "runs", "cli-toy", "--store", str(tmp_path / "s.db"))
     assert "No runs of 'cli-toy'" in listing.output and "experiments stored: other" in listing.output
+    Store(tmp_path / "s.db").record("other", {"seed": 1}, None, error="E")
+    summary = invoke(runner, "runs", "--store", str(tmp_path / "s.db"))
+    assert summary.stdout.splitlines()[1:] == ["  other: 1 failed, 1 ok"]
 
 
 def test_failed_runs_exit_nonzero_and_are_listed_with_their_error(runner, toy, tmp_path, monkeypatch):

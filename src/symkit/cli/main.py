@@ -238,13 +238,19 @@ def _write_report(exp: Experiment, db: Store, out: Path, fmt: str = "md") -> tup
 
 @app.command()
 def runs(
-    name: Annotated[str, typer.Argument(help="Experiment name.")],
+    name: Annotated[str | None, typer.Argument(help="Experiment name (none: a summary of the store).")] = None,
     failed: Annotated[bool, typer.Option("--failed", help="Only failed runs, with their errors.")] = False,
     store: StoreOption = None,
 ) -> None:
     """The stored runs of an experiment: config, seed, status, time (and the error of failed runs)."""
     with _clear_errors():
         db = _open_store(store, create=False)
+        if name is None:
+            counts = db.counts()
+            typer.echo(f"{db.path}: {sum(sum(c.values()) for c in counts.values())} runs")
+            for experiment, by_status in counts.items():
+                typer.echo(f"  {experiment}: " + ", ".join(f"{n} {status}" for status, n in sorted(by_status.items())))
+            return
         records = db.runs(name, status="failed" if failed else None)
         if not records:
             known = ", ".join(db.counts()) or "(none)"

@@ -144,3 +144,12 @@ def test_equivariant_network_has_no_contributions():
     for method in ("exact", "probes"):
         r = layerwise_lie_derivative(m, x, "rotate", method=method, on="logits", num_probes=4)
         assert r.sq_norms.abs().max() < 1e-24 and r.end_to_end.abs().max() < 1e-12
+
+
+@pytest.mark.parametrize("arch", ["cnn", "vit"])
+def test_batched_probes_equal_one_by_one(arch):
+    m, x = make(arch)
+    a = layerwise_lie_derivative(m, x, "rotate", method="probes", num_probes=12, probe_batch=5, seed=3)
+    b = layerwise_lie_derivative(m, x, "rotate", method="probes", num_probes=12, probe_batch=1, seed=3)
+    torch.testing.assert_close(a.sq_norms, b.sq_norms, rtol=1e-10, atol=1e-20)
+    assert a.sq_norms.max() > 0

@@ -15,6 +15,7 @@ def _rho(rep, g):
 
 
 def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach(), b.detach()
     return float((a - b).norm() / (a.norm() + b.norm() + 1e-300))
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "uniform_rep",
     "BiLinear",
     "EMLPBlock",
+    "layer_reps",
     "EMLP",
     "MLP",
     "swish",
@@ -309,6 +310,20 @@ class EMLPBlock(nn.Module):
         return self.nonlinearity(h)
 
 
+def layer_reps(
+    rep_in: Rep, rep_out: Rep, group: Group, ch: int | Rep | Sequence[int | Rep], num_layers: int
+) -> list[Rep]:
+    """``[rep_in, hidden_1, ..., hidden_L]`` for an EMLP-shaped network (ints become :func:`uniform_rep`)."""
+    _check_rep("rep_in", rep_in)
+    _check_rep("rep_out", rep_out)
+    if not isinstance(group, Group):
+        raise TypeError(f"EMLP: group must be a Group, got {type(group).__name__}")
+    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
+        raise ValueError(f"EMLP: num_layers must be an int >= 0, got {num_layers!r}")
+    widths = list(ch) if isinstance(ch, (list, tuple)) else [ch] * num_layers
+    return [rep_in, *(c if isinstance(c, Rep) else uniform_rep(c, group) for c in widths)]
+
+
 class EMLP(nn.Module):
     """An equivariant MLP ``rep_in -> rep_out``: ``num_layers`` EMLP blocks then an equivariant linear layer.
 
@@ -333,16 +348,8 @@ class EMLP(nn.Module):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
-        _check_rep("rep_in", rep_in)
-        _check_rep("rep_out", rep_out)
-        if not isinstance(group, Group):
-            raise TypeError(f"EMLP: group must be a Group, got {type(group).__name__}")
-        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
-            raise ValueError(f"EMLP: num_layers must be an int >= 0, got {num_layers!r}")
-        widths = list(ch) if isinstance(ch, (list, tuple)) else [ch] * num_layers
-        hidden = [uniform_rep(c, group) if not isinstance(c, Rep) else c for c in widths]
+        reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
         self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
-        reps = [rep_in, *hidden]
         self.blocks = nn.Sequential(*[EMLPBlock(a, b, bilinear=bilinear, dtype=dtype) for a, b in zip(reps, reps[1:])])
         self.head = EquivariantLinear(reps[-1], rep_out, dtype=dtype)
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from symkit.groups.base import Group
-from symkit.nn.emlp import BiLinear, EquivariantLinear, GatedNonlinearity, _check_rep, gated, swish, uniform_rep
+from symkit.nn.emlp import BiLinear, EquivariantLinear, GatedNonlinearity, gated, layer_reps, swish
 from symkit.reps.core import Rep
 
 __all__ = ["RPPLinear", "RPPGatedNonlinearity", "RPPEMLP", "rpp_penalty", "equivariant_fraction"]
@@ -88,11 +88,7 @@ class RPPEMLP(nn.Module):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
-        _check_rep("rep_in", rep_in)
-        _check_rep("rep_out", rep_out)
-        widths = list(ch) if isinstance(ch, (list, tuple)) else [ch] * num_layers
-        hidden = [uniform_rep(c, group) if not isinstance(c, Rep) else c for c in widths]
-        reps = [rep_in, *hidden]
+        reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
         self.blocks = nn.Sequential(*[_RPPBlock(a, b, dtype) for a, b in zip(reps, reps[1:])])
         self.head = RPPLinear(reps[-1], rep_out, dtype=dtype)
 

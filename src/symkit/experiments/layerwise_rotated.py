@@ -26,11 +26,12 @@ class LayerwiseRotatedConfig:
     transform: str = "rotated"  # none, translated, rotated, rotated_translated
     model: str = "ffc+conv+gconv"
     method: str = "laplace"  # or "map"
+    combine: str = "rms"  # paths summed / sqrt(n); the paper's code averages ("mean"), see docs/marglik.md
     alpha: int = 2
     digit_size: int = 8
     canvas: int = 16
     max_shift: int = 4
-    n_epochs: int = 40
+    n_epochs: int = 30
     burnin: int = 10
     frequency: int = 5
     n_hypersteps: int = 20
@@ -52,7 +53,7 @@ def run(cfg: LayerwiseRotatedConfig) -> dict:
     torch.manual_seed(cfg.seed)
     xtr, ytr, xte, yte = transformed_digits(cfg.transform, cfg.digit_size, cfg.canvas, cfg.max_shift, cfg.n_test,
                                             cfg.seed)
-    model = RelaxedCNN(1, 10, cfg.alpha, cfg.canvas, cfg.model, seed=cfg.seed)
+    model = RelaxedCNN(1, 10, cfg.alpha, cfg.canvas, cfg.model, combine=cfg.combine, seed=cfg.seed)
     burnin = cfg.burnin if cfg.method == "laplace" else cfg.n_epochs + 1
     mcfg = MarglikConfig(n_epochs=cfg.n_epochs, burnin=burnin, frequency=cfg.frequency,
                          n_hypersteps=cfg.n_hypersteps, lr=cfg.lr, lr_hyp=cfg.lr_hyp, lr_hyp_min=cfg.lr_hyp,
@@ -98,7 +99,7 @@ register(Experiment(
     config=LayerwiseRotatedConfig,
     run=run,
     quick={"n_epochs": 6, "burnin": 3, "frequency": 3, "n_hypersteps": 10, "alpha": 1, "canvas": 8,
-           "max_shift": 2, "n_test": 300, "mc_samples": 1},
+           "max_shift": 2, "n_test": 300, "mc_samples": 1, "batch_size": 64},
     sweep={"transform": ["none", "translated", "rotated"], "method": ["laplace"], "seed": [0]},
     quick_sweep={"transform": ["rotated"], "method": ["laplace"], "seed": [0]},
     paper=[

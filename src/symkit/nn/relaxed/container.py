@@ -27,18 +27,20 @@ LAYER_TYPES = ("conv", "fc", "fc+conv", "ffc", "ffc+conv", "sfc", "sconv", "sfc+
 
 
 class RelaxedLayer(nn.Module):
-    """Sum or mean of parallel paths (Eq. 4 and App. B): ``y = Σ_i path_i(x)`` or ``y = (1/n) Σ_i path_i(x)``.
+    """Combination of parallel paths (Eq. 4 and App. B): ``y = c Σ_i path_i(x)`` over ``n`` paths.
 
+    ``c = 1`` (``'sum'``), ``1/n`` (``'mean'``, the paper's code) or ``1/√n`` (``'rms'``, which keeps the output
+    variance of independent paths; the same function class as 'mean' with all prior variances scaled by ``n``).
     Each path has its own Gaussian prior; a path whose prior variance is 0 is identically zero, so the layer
-    reduces to the remaining (e.g. equivariant) paths. The paper's code averages (``combine='mean'``).
+    reduces to the remaining (e.g. equivariant) paths.
     """
 
     def __init__(self, paths: dict[str, nn.Module], combine: str = "mean") -> None:
         super().__init__()
         if not isinstance(paths, dict) or not paths:
             raise ValueError(f"RelaxedLayer needs a non-empty dict of paths, got {paths!r}")
-        if combine not in ("mean", "sum"):
-            raise ValueError(f"combine must be 'mean' or 'sum', got {combine!r}")
+        if combine not in ("mean", "sum", "rms"):
+            raise ValueError(f"combine must be 'mean', 'sum' or 'rms', got {combine!r}")
         for name, p in paths.items():
             if not isinstance(p, nn.Module):
                 raise TypeError(f"path {name!r} must be an nn.Module, got {type(p).__name__}")
@@ -52,7 +54,9 @@ class RelaxedLayer(nn.Module):
             if o.shape != y.shape:
                 raise ValueError(f"RelaxedLayer: path outputs disagree in shape, {tuple(y.shape)} vs {tuple(o.shape)}")
             y = y + o
-        return y / len(outs) if self.combine == "mean" else y
+        if self.combine == "mean":
+            return y / len(outs)
+        return y / math.sqrt(len(outs)) if self.combine == "rms" else y
 
     @torch.no_grad()
     def zero_path(self, name: str) -> None:

@@ -1,1 +1,51 @@
-"""symkit.dynamics"""
+"""Optimization dynamics of augmented versus equivariant networks (Nordenfors, Ohlsson, Flinth; arXiv 2303.13458).
+
+- :mod:`~symkit.dynamics.actions`: finite groups acting on grids by permutations; the lifted action on layers.
+- :mod:`~symkit.dynamics.projections`: Pi_E by group average, by the core basis, and fast special cases; dim E.
+- :mod:`~symkit.dynamics.model`: the MLP over layer tensors (``ProjectNet``).
+- :mod:`~symkit.dynamics.training`: nominal / augmented / equivariant gradient descent and drift tracking.
+- :mod:`~symkit.dynamics.hessian`: Hessian-vector products of the risks and the spectrum on E^perp.
+"""
+
+from symkit.dynamics.actions import (
+    CyclicTranslations1D,
+    CyclicTranslations2D,
+    GroupAction,
+    PermAction,
+    Permutations,
+    Rotations90,
+    TranslationsRotations,
+    TrivialAction,
+    act,
+    lift,
+    lift_inverse,
+)
+from symkit.dynamics.hessian import flat_params, hvp_fn, lift_flat, perp_hessian_eigs, project_flat, risk_fn
+from symkit.dynamics.model import ProjectNet
+from symkit.dynamics.projections import (
+    LayerSpec,
+    basis_projection,
+    c4_projection,
+    dim_E,
+    dim_L,
+    equality_patterns,
+    fft_projection_1d,
+    fft_projection_2d,
+    group_average,
+    pattern_projection,
+    project,
+    project_vector,
+    relative_dimension,
+    transrot_projection,
+)
+from symkit.dynamics.training import MODES, Trajectory, distances, equivariance_error, full_batch_gradient, train
+
+__all__ = [
+    "PermAction", "CyclicTranslations1D", "CyclicTranslations2D", "Rotations90", "TranslationsRotations",
+    "Permutations", "GroupAction", "TrivialAction", "act", "lift", "lift_inverse",
+    "LayerSpec", "group_average", "basis_projection", "fft_projection_2d", "fft_projection_1d", "c4_projection",
+    "pattern_projection", "transrot_projection", "project", "project_vector", "dim_E", "dim_L",
+    "relative_dimension", "equality_patterns",
+    "ProjectNet", "MODES", "Trajectory", "distances", "equivariance_error", "full_batch_gradient", "train",
+    "flat_params", "hvp_fn", "lift_flat", "perp_hessian_eigs", "project_flat", "risk_fn",
+]

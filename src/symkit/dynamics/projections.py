@@ -1,0 +1,402 @@
+"""Orthogonal projections onto the equivariant layers E and the dimensions of E (paper §3.3, App. B, D, E).
+
+A layer is described by a :class:`LayerSpec` (input/output actions and channel counts); its weight tensor has
+shape ``(c_out, c_in, *shape_out, *shape_in)``. Three families of projections onto ``Hom_G(X_in, X_out)``:
+
+- :func:`group_average`: Lemma 2, ``Pi_E A = (1/|G|) sum_g rho_out(g) A rho_in(g)^{-1}`` (the reference).
+- :func:`basis_projection`: the core solver, ``P = Q Q^T`` of ``rep_in >> rep_out`` (``symkit.reps``).
+- fast special cases: FFT diagonal extraction for Z_n^2 (Eq. 42), the row-wise partial FFT for Z_n (Eq. 64), C4
+  orbit averages (Eq. 46), equality-pattern means for S_n (the 15-element basis of Maron et al. on R^{n x n}),
+  and ``Pi_{C4} Pi_{Z_n^2}`` for Z_n^2 x| C4 (Prop. 7).
+
+:func:`project` picks the fast one (``method="auto"``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from symkit.dynamics.actions import (
+    CyclicTranslations1D,
+    CyclicTranslations2D,
+    GroupAction,
+    PermAction,
+    Permutations,
+    Rotations90,
+    TranslationsRotations,
+    TrivialAction,
+    lift,
+)
+
+__all__ = [
+    "LayerSpec", "group_average", "basis_projection", "fft_projection_2d", "fft_projection_1d", "c4_projection",
+    "pattern_projection", "transrot_projection", "project", "project_vector", "dim_E", "dim_L",
+    "relative_dimension", "equality_patterns", "METHODS",
+]
+
+METHODS = ("auto", "average", "basis", "fast")
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """A linear layer ``Hom(R^{c_in x shape_in}, R^{c_out x shape_out})`` with the group acting on both sides."""
+
+    action_in: PermAction
+    action_out: PermAction
+    c_in: int = 1
+    c_out: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("action_in", "action_out"):
+            if not isinstance(getattr(self, name), PermAction):
+                raise TypeError(f"LayerSpec.{name}: expected a PermAction, got {type(getattr(self, name)).__name__}")
+        if self.action_in.group_key != self.action_out.group_key:
+            raise ValueError(
+                f"LayerSpec: {self.action_in.name} and {self.action_out.name} are actions of different groups"
+            )
+        for name in ("c_in", "c_out"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"LayerSpec.{name}: expected a positive int, got {v!r}")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the weight tensor, (c_out, c_in, *shape_out, *shape_in)."""
+        return (self.c_out, self.c_in, *self.action_out.shape, *self.action_in.shape)
+
+    @property
+    def is_trivial(self) -> bool:
+        """Both spaces invariant: every layer is equivariant (e.g. the fully connected head)."""
+        return self.action_in.is_trivial and self.action_out.is_trivial
+
+    def out_dims(self) -> tuple[int, ...]:
+        return tuple(range(2, 2 + len(self.action_out.shape)))
+
+    def in_dims(self) -> tuple[int, ...]:
+        k = 2 + len(self.action_out.shape)
+        return tuple(range(k, k + len(self.action_in.shape)))
+
+
+def _check(A: torch.Tensor, spec: LayerSpec) -> None:
+    if not isinstance(spec, LayerSpec):
+        raise TypeError(f"expected a LayerSpec, got {type(spec).__name__}")
+    if not isinstance(A, torch.Tensor):
+        raise TypeError(f"expected a torch.Tensor layer, got {type(A).__name__}")
+    if tuple(A.shape) != spec.shape:
+        raise ValueError(f"layer tensor has shape {tuple(A.shape)}, expected {spec.shape} for {spec}")
+
+
+# ----------------------------------------------------------------------------------------------- generic
+def group_average(A: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
+    """Lemma 2: Pi_E A = (1/|G|) sum_{g in G} rho_out(g) A rho_in(g)^{-1}, over every element of the group."""
+    _check(A, spec)
+    if spec.is_trivial:
+        return A.clone()
+    out = torch.zeros_like(A)
+    count = 0
+    for g in spec.action_out.elements():
+        out = out + lift(A, g, spec.action_in, spec.action_out)
+        count += 1
+    return out / count
+
+
+@functools.lru_cache(maxsize=64)
+def _core_projector(key: tuple, gens: tuple, size_in: int, size_out: int, trivial_in: bool, trivial_out: bool):
+    from symkit.groups import Group
+    from symkit.reps import Scalar, V
+
+    d = size_in if not trivial_in else size_out
+    mats = []
+    for p in gens:
+        m = np.zeros((d, d))
+        m[np.arange(d), np.asarray(p)] = 1.0
+        mats.append(m)
+    G = Group(discrete_generators=mats or None, name=f"dynamics{key}", d=d)
+    rep_in = Scalar if trivial_in else V(G)
+    rep_out = Scalar if trivial_out else V(G)
+    rep = rep_in >> rep_out
+    if trivial_in and trivial_out:
+        return None
+    return rep.equivariant_projector()
+
+
+def _core_rep_projector(spec: LayerSpec):
+    a_in, a_out = spec.action_in, spec.action_out
+    base = a_out if not a_out.is_trivial else a_in
+    if not a_in.is_trivial and not a_out.is_trivial and a_in.shape != a_out.shape:
+        raise ValueError(
+            f"basis_projection: the core solver is used with one base representation; {a_in.name} and "
+            f"{a_out.name} act on grids of different shapes"
+        )
+    gens = tuple(tuple(int(i) for i in base.perm(g)) for g in base.generators())
+    return _core_projector(
+        (base.group_key, base.shape), gens, a_in.size, a_out.size, a_in.is_trivial, a_out.is_trivial
+    )
+
+
+def basis_projection(A: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
+    """Pi_E A with the core's equivariant projector ``(rep_in >> rep_out).equivariant_projector()`` (float64).
+
+    The group is rebuilt as ``Group(discrete_generators=...)`` from the permutation matrices of the action's
+    generators, so this works for every :class:`PermAction`. Not differentiable (numpy).
+    """
+    _check(A, spec)
+    P = _core_rep_projector(spec)
+    if P is None:
+        return A.clone()
+    c = spec.c_out * spec.c_in
+    X = A.detach().reshape(c, -1).to(torch.float64).cpu().numpy().T
+    Y = np.asarray(P @ X).T.reshape(spec.shape)
+    return torch.as_tensor(Y, dtype=A.dtype, device=A.device)
+
+
+# ----------------------------------------------------------------------------------------------- fast cases
+def fft_projection_2d(A: torch.Tensor) -> torch.Tensor:
+    """Eq. 42: Pi_E A = F^{-1} D(F A F^{-1}) F for Z_n^2 on (n, n) images; ``A`` is (..., n, n, n, n).
+
+    F is the unitary 2-D DFT and D keeps the diagonal. The result is the convolution A[x, y] = h(x - y) with
+    h = ifft2(diag(F A F^{-1})).
+    """
+    n = A.shape[-1]
+    if A.ndim < 4 or A.shape[-4:] != (n, n, n, n):
+        raise ValueError(f"fft_projection_2d: expected (..., n, n, n, n), got {tuple(A.shape)}")
+    B = torch.fft.fftn(A, dim=(-4, -3), norm="ortho")
+    B = torch.fft.ifftn(B, dim=(-2, -1), norm="ortho")
+    lam = torch.einsum("...abab->...ab", B)
+    h = torch.fft.ifftn(lam, dim=(-2, -1)).real.to(A.dtype)
+    i = torch.arange(n, device=A.device)
+    d = (i[:, None] - i[None, :]) % n  # d[x, y] = x - y
+    return h[..., d[:, None, :, None], d[None, :, None, :]]
+
+
+def fft_projection_1d(A: torch.Tensor, axis: int = 1) -> torch.Tensor:
+    """Eq. 64: the row-wise partial FFT for Z_n shifting ``axis`` of (n, n) images; ``A`` is (..., n, n, n, n).
+
+    Every block B_{ii'} (fixed untranslated coordinates) becomes a 1-D circular convolution (Lemma 8, Prop. 5).
+    """
+    n = A.shape[-1]
+    if A.ndim < 4 or A.shape[-4:] != (n, n, n, n):
+        raise ValueError(f"fft_projection_1d: expected (..., n, n, n, n), got {tuple(A.shape)}")
+    if axis not in (0, 1):
+        raise ValueError(f"fft_projection_1d: axis must be 0 or 1, got {axis!r}")
+    if axis == 0:  # swap the two grid axes on both sides, project along axis 1, swap back
+        return fft_projection_1d(A.transpose(-4, -3).transpose(-2, -1), 1).transpose(-4, -3).transpose(-2, -1)
+    B = torch.fft.fft(A, dim=-3, norm="ortho")
+    B = torch.fft.ifft(B, dim=-1, norm="ortho")
+    lam = torch.einsum("...aubu->...abu", B)  # (..., n_rows_out, n_rows_in, freq)
+    h = torch.fft.ifft(lam, dim=-1).real.to(A.dtype)
+    i = torch.arange(n, device=A.device)
+    d = (i[:, None] - i[None, :]) % n
+    return h[..., i[:, None, None, None], i[None, None, :, None], d[None, :, None, :]]
+
+
+def c4_projection(
+    A: torch.Tensor, out_dims: Sequence[int] = (-4, -3), in_dims: Sequence[int] = (-2, -1)
+) -> torch.Tensor:
+    """Eq. 46: Pi_E A = (1/4) sum_k rho(w^k) A rho(w^k)^{-1}, with ``torch.rot90`` on the image axes.
+
+    Pass ``out_dims=()`` or ``in_dims=()`` for invariant (trivially acted) sides.
+    """
+    out = torch.zeros_like(A)
+    for k in range(4):
+        B = A
+        if out_dims:
+            B = torch.rot90(B, k, dims=tuple(out_dims))
+        if in_dims:
+            B = torch.rot90(B, k, dims=tuple(in_dims))
+        out = out + B
+    return out / 4
+
+
+def transrot_projection(A: torch.Tensor) -> torch.Tensor:
+    """Prop. 7: Pi_E = Pi_{C4} Pi_{Z_n^2} for Z_n^2 x| C4 acting on (n, n) images; ``A`` is (..., n, n, n, n)."""
+    return c4_projection(fft_projection_2d(A))
+
+
+@functools.lru_cache(maxsize=32)
+def equality_patterns(n: int, k: int) -> tuple[np.ndarray, int]:
+    """Labels (n^k,) of the equality pattern (set partition) of every multi-index in [n]^k, and their number.
+
+    For k = 4 there are 15 patterns when n >= 4 (14 for n = 3, 8 for n = 2): the basis of Maron et al. 2019.
+    """
+    if k == 0:
+        return np.zeros(1, dtype=np.int64), 1
+    idx = np.indices((n,) * k).reshape(k, -1).T  # (n^k, k)
+    rgs = np.zeros_like(idx)
+    for j in range(1, k):
+        # label of position j: the label of the first earlier equal position, else a new one
+        new = rgs[:, :j].max(axis=1) + 1
+        lab = new.copy()
+        for i in reversed(range(j)):
+            lab = np.where(idx[:, i] == idx[:, j], rgs[:, i], lab)
+        rgs[:, j] = lab
+    _, labels = np.unique(rgs, axis=0, return_inverse=True)
+    labels = labels.reshape(-1).astype(np.int64)
+    return labels, int(labels.max()) + 1
+
+
+def pattern_projection(A: torch.Tensor, n: int, k: int) -> torch.Tensor:
+    """Pi_E for S_n acting on all of the trailing ``k`` axes (each of size n) of ``A``: the mean over each equality
+    pattern. For ``k = 4`` this is the projection on the 15 normalised indicator tensors of Maron et al.; for the
+    functionals R^{n x n} -> R (k = 2): the diagonal mean on I and the off-diagonal mean on J - I."""
+    if k == 0:
+        return A.clone()
+    if tuple(A.shape[A.ndim - k :]) != (n,) * k:
+        raise ValueError(f"pattern_projection: the last {k} axes of {tuple(A.shape)} should all be {n}")
+    labels_np, m = equality_patterns(n, k)
+    labels = torch.as_tensor(labels_np, device=A.device)
+    lead = A.shape[: A.ndim - k]
+    flat = A.reshape(-1, n**k)
+    sums = torch.zeros(flat.shape[0], m, dtype=A.dtype, device=A.device).index_add(1, labels, flat)
+    counts = torch.bincount(labels, minlength=m).to(A.dtype)
+    return (sums / counts)[:, labels].reshape(*lead, *(n,) * k)
+
+
+def project_vector(x: torch.Tensor, action: PermAction, dims: Sequence[int] | None = None) -> torch.Tensor:
+    """Projection of a vector (e.g. a bias, App. F) on the invariant vectors: b -> (1/|G|) sum_g rho(g) b."""
+    dims = tuple(range(x.ndim - len(action.shape), x.ndim)) if dims is None else tuple(dims)
+    if action.is_trivial:
+        return x.clone()
+    out = torch.zeros_like(x)
+    count = 0
+    for g in action.elements():
+        out = out + action.act(x, g, dims)
+        count += 1
+    return out / count
+
+
+def _fast(A: torch.Tensor, spec: LayerSpec) -> torch.Tensor | None:
+    a_in, a_out = spec.action_in, spec.action_out
+    base = a_out if not a_out.is_trivial else a_in
+    if spec.is_trivial:
+        return A.clone()
+    od, idims = spec.out_dims(), spec.in_dims()
+    both = not a_in.is_trivial and not a_out.is_trivial
+    if isinstance(base, Permutations):
+        if both and a_in.n != a_out.n:
+            return None
+        return pattern_projection(A, base.n, len(od) + len(idims))
+    if isinstance(base, TranslationsRotations):
+        if both:
+            return transrot_projection(A)
+        return A.mean(dim=od + idims, keepdim=True).expand_as(A).clone()  # transitive: constants
+    if isinstance(base, CyclicTranslations2D):
+        if both:
+            return fft_projection_2d(A)
+        return A.mean(dim=od + idims, keepdim=True).expand_as(A).clone()
+    if isinstance(base, CyclicTranslations1D):
+        if both:
+            return fft_projection_1d(A, base.axis)
+        dim = (od or idims)[base.axis]
+        return A.mean(dim=dim, keepdim=True).expand_as(A).clone()
+    if isinstance(base, Rotations90):
+        return c4_projection(A, od, idims)
+    return None
+
+
+def project(A: torch.Tensor, spec: LayerSpec, method: str = "auto") -> torch.Tensor:
+    """Pi_E A for one layer. ``method``: "average" (Lemma 2), "basis" (core projector), "fast" (the special
+    cases; ValueError if none applies) or "auto" (fast, else basis). Differentiable except for "basis"."""
+    if method not in METHODS:
+        raise ValueError(f"project: method must be one of {METHODS}, got {method!r}")
+    _check(A, spec)
+    if method == "average":
+        return group_average(A, spec)
+    if method == "basis":
+        return basis_projection(A, spec)
+    out = _fast(A, spec)
+    if out is not None:
+        return out
+    if method == "fast":
+        raise ValueError(f"project: no fast projection for {spec.action_in.name} -> {spec.action_out.name}")
+    if isinstance(spec.action_in, GroupAction) or isinstance(spec.action_out, GroupAction):
+        return _project_matrix(A, spec)
+    return basis_projection(A, spec)
+
+
+def _project_matrix(A: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
+    """Differentiable basis projection: the dense float64 projector of the core applied with torch."""
+    P = _core_rep_projector(spec)
+    if P is None:
+        return A.clone()
+    Pt = _dense_projector(id(P), P)
+    c = spec.c_out * spec.c_in
+    X = A.reshape(c, -1)
+    return (X @ Pt.to(A.dtype).T).reshape(spec.shape)
+
+
+_DENSE: dict[int, torch.Tensor] = {}
+
+
+def _dense_projector(key: int, P) -> torch.Tensor:
+    if key not in _DENSE:
+        _DENSE[key] = torch.as_tensor(P.to_dense())
+    return _DENSE[key]
+
+
+# ----------------------------------------------------------------------------------------------- dimensions
+def dim_L(spec: LayerSpec) -> int:
+    """dim Hom(X_in, X_out) = c_out c_in |shape_out| |shape_in|."""
+    return int(math.prod(spec.shape))
+
+
+def dim_E(spec: LayerSpec, method: str = "core") -> int:
+    """dim Hom_G(X_in, X_out) = c_out c_in r. ``method="core"``: r = ``(rep_in >> rep_out).rank()``;
+    ``method="character"``: r = (1/|G|) sum_g fix_out(g) fix_in(g) (permutation representations)."""
+    if method not in ("core", "character"):
+        raise ValueError(f"dim_E: method must be 'core' or 'character', got {method!r}")
+    c = spec.c_in * spec.c_out
+    if spec.is_trivial:
+        return c
+    if method == "core":
+        return c * int(_core_rank(spec))
+    total, count = 0, 0
+    for g in spec.action_out.elements():
+        total += _fixed(spec.action_out, g) * _fixed(spec.action_in, g)
+        count += 1
+    if total % count:
+        raise ValueError(f"dim_E: character sum {total} not divisible by |G| = {count}")  # pragma: no cover
+    return c * total // count
+
+
+def _fixed(action: PermAction, g) -> int:
+    """Number of grid points fixed by g (the character of a permutation representation)."""
+    if action.is_trivial:
+        return 1
+    return int((action.perm(g) == np.arange(action.size)).sum())
+
+
+def _core_rank(spec: LayerSpec) -> int:
+    from symkit.groups import Group
+    from symkit.reps import Scalar, V
+
+    a_in, a_out = spec.action_in, spec.action_out
+    base = a_out if not a_out.is_trivial else a_in
+    d = base.size
+    mats = []
+    for g in base.generators():
+        m = np.zeros((d, d))
+        m[np.arange(d), base.perm(g)] = 1.0
+        mats.append(m)
+    G = Group(discrete_generators=mats or None, name=f"dynamics{base.group_key}", d=d)
+    rep = (Scalar if a_in.is_trivial else V(G)) >> (Scalar if a_out.is_trivial else V(G))
+    return rep.rank()
+
+
+def relative_dimension(specs: Sequence[LayerSpec], include_trivial: bool = True) -> float:
+    """dim E / dim L summed over the layers (App. E.1); ``include_trivial=False`` leaves out the FC head."""
+    specs = [s for s in specs if include_trivial or not s.is_trivial]
+    if not specs:
+        raise ValueError("relative_dimension: no layers")
+    return sum(dim_E(s) for s in specs) / sum(dim_L(s) for s in specs)
+
+
+def trivial_of(action: PermAction) -> TrivialAction:
+    """The invariant-feature action of ``action``'s group."""
+    return action.trivial()

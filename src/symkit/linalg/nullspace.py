@@ -2,9 +2,9 @@
 
 * `dense_nullspace`: float64 (or complex128) eigen-decomposition of H = sum_i C_i^H C_i, for problems up to a few
   thousand dimensions. H is assembled from sparse constraint blocks.
-* `iterative_nullspace`: only multiplies by the lazy constraint operators. It finds the bottom of the spectrum of H
-  with LOBPCG on a block of r + guard vectors and doubles r until the number of (numerically) zero eigenvalues is
-  below the block size (the rank-doubling loop of Algorithm 1), then polishes the basis with Rayleigh-Ritz.
+* `iterative_nullspace`: only multiplies by the lazy constraint operators. It projects a block of r random vectors
+  onto the nullspace with conjugate gradients on H and doubles r while the projected block has full rank (the
+  rank-doubling loop of Algorithm 1).
 """
 
 from __future__ import annotations
@@ -68,73 +68,72 @@ def orthonormal_range(X: np.ndarray, rtol: float = 1e-8) -> np.ndarray:
     return U[:, s > rtol * s[0]]
 
 
+def _block_cg(H: LinearOperator, B: np.ndarray, tol: float, maxiter: int) -> np.ndarray:
+    """Solve H Y = B column by column with conjugate gradients (H Hermitian PSD, B in its range), from Y = 0.
+
+    Started at 0, the iterates stay in range(H), so Y converges to the minimum-norm solution H^+ B.
+    """
+    Y = np.zeros_like(B)
+    R = B.copy()
+    P = R.copy()
+    rr = np.real(np.sum(R.conj() * R, axis=0))
+    b2 = np.maximum(rr, 1e-300)
+    for _ in range(maxiter):
+        if np.all(rr <= tol**2 * b2):
+            break
+        HP = H.matmat(P)
+        pHp = np.real(np.sum(P.conj() * HP, axis=0))
+        alpha = np.where(pHp > 0, rr / np.where(pHp > 0, pHp, 1.0), 0.0)
+        Y += P * alpha
+        R -= HP * alpha
+        rr_new = np.real(np.sum(R.conj() * R, axis=0))
+        beta = np.where(rr > 0, rr_new / np.where(rr > 0, rr, 1.0), 0.0)
+        P = R + P * beta
+        rr = rr_new
+    return Y
+
+
 def iterative_nullspace(
     ops: Sequence[LinearOperator],
     n: int,
     dtype: type = np.float64,
     seed: int = 0,
     r0: int = 16,
-    maxiter: int = 2000,
+    maxiter: int = 5000,
 ) -> np.ndarray:
-    """Orthonormal basis (n, r) of the nullspace of the stacked lazy operators, growing the block until r is found."""
+    """Orthonormal basis (n, r) of the nullspace of the stacked lazy operators, growing the block until r is found.
+
+    For a block X of r random vectors, the nullspace components are X - H^+ H X with H = sum_i C_i^H C_i; H^+ H X
+    is found by conjugate gradients that only multiply by the lazy C_i and C_i^H. If the projected block has full
+    rank r, the nullspace may be larger and r doubles (Algorithm 1's rank loop); otherwise its rank is the answer.
+    A second projection pass polishes the basis to float64 accuracy.
+    """
     if not ops:
         return np.eye(n, dtype=dtype)
     H = _gram_op(ops, n, dtype)
     rng = np.random.default_rng(seed)
-    # spectral scale from a few power iterations
-    x = rng.standard_normal((n, 1)).astype(dtype)
-    lam_max = 1.0
-    for _ in range(20):
-        y = H.matmat(x)
-        lam_max = float(np.linalg.norm(y))
-        if lam_max == 0:
-            return np.eye(n, dtype=dtype)
-        x = y / lam_max
-    scale = max(1.0, lam_max)
-    guard = 8
+    cplx = np.issubdtype(np.dtype(dtype), np.complexfloating)
     r = min(r0, n)
     bar = progress(desc="iterative nullspace", total=None)
     while True:
-        m = min(r + guard, n)
-        if 5 * m >= n:
-            Hd = H.matmat(np.eye(n, dtype=dtype))
-            w, U = np.linalg.eigh((Hd + Hd.conj().T) / 2)
-            bar.close()
-            return np.ascontiguousarray(U[:, w <= NULL_RTOL * scale])
-        X = rng.standard_normal((n, m))
-        if np.issubdtype(dtype, np.complexfloating):
-            X = X + 1j * rng.standard_normal((n, m))
+        X = rng.standard_normal((n, r))
+        if cplx:
+            X = X + 1j * rng.standard_normal((n, r))
         X = np.linalg.qr(X)[0]
-        # Block Rayleigh-Ritz on span[X, H X, P] (LOBPCG-style: P is the previous update direction).
-        P = None
-        stable = 0
-        last_cnt = -1
-        cnt = 0
-        nz = np.zeros(m, dtype=bool)
-        for _ in range(maxiter):
-            HX = H.matmat(X)
-            blocks = [X, HX] + ([P] if P is not None else [])
-            B = orthonormal_range(np.concatenate(blocks, axis=1), 1e-13)
-            small = B.conj().T @ H.matmat(B)
-            w, U = np.linalg.eigh((small + small.conj().T) / 2)
-            Xn = B @ U[:, :m]
-            P = Xn - X @ (X.conj().T @ Xn)
-            P = orthonormal_range(P, 1e-10) if P.size else None
-            X = Xn
-            wm = w[:m]
-            res = np.linalg.norm(H.matmat(X) - X * wm[None, :], axis=0)
-            nz = wm <= NULL_RTOL * scale
-            cnt = int(nz.sum())
+        for _ in range(2):
+            X = X - _block_cg(H, H.matmat(X), 1e-13, maxiter)
             bar.update(1)
-            stable = stable + 1 if cnt == last_cnt else 0
-            last_cnt = cnt
-            null_ok = cnt == 0 or res[nz].max() < 1e-10 * scale
-            # the first non-null Ritz value must be resolved (its residual well below its value), so that it is
-            # not a null vector still converging
-            gap_ok = cnt == m or res[cnt] < 0.1 * wm[cnt]
-            if null_ok and gap_ok and stable >= 5:
-                break
-        if cnt < m - guard // 2 or m == n:
+        U, s, _ = np.linalg.svd(X, full_matrices=False)
+        keep = s > 1e-6 * max(1.0, s[0] if len(s) else 1.0)
+        rank = int(keep.sum())
+        if rank == 0:
             bar.close()
-            return np.ascontiguousarray(X[:, nz])
-        r *= 2
+            return np.zeros((n, 0), dtype=np.result_type(dtype, X.dtype))
+        if rank < r or r == n:
+            Q = U[:, keep]
+            # final polish and re-orthonormalisation
+            Q = Q - _block_cg(H, H.matmat(Q), 1e-14, maxiter)
+            Q = orthonormal_range(Q, 1e-6)
+            bar.close()
+            return np.ascontiguousarray(Q)
+        r = min(2 * r, n)

@@ -327,3 +327,16 @@ def test_term_gains_are_one_for_orthogonal_bases_and_rms_gains_otherwise():
     expected = sum(theta[..., j, None, None] * torch.linalg.matrix_power(m, i)
                    for j, (i,) in enumerate(layer.power_list))
     torch.testing.assert_close(layer.weight_matrix(), expected, atol=1e-10, rtol=1e-10)
+
+
+def test_uniform_init_matches_conv2d_bounds():
+    layer = PowerLayer([grid_shift(6, 0), grid_shift(6, 1)], 3, 40, 3, init="uniform",
+                       generator=torch.Generator().manual_seed(0))
+    bound = 1 / (3 * 9) ** 0.5
+    conv = torch.nn.Conv2d(3, 40, 3)
+    assert conv.weight.abs().max() <= bound + 1e-7
+    for p in (layer.weight, layer.bias):
+        assert p.abs().max() <= bound
+        assert p.abs().max() > 0.8 * bound  # spread over the whole interval
+    with pytest.raises(ValueError, match="init"):
+        PowerLayer(grid_shift(6, 0), 1, 1, init="orthogonal")

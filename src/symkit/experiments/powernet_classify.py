@@ -38,7 +38,9 @@ class ClassifyConfig:
     channels: tuple[int, ...] = (2, 4, 8, 16)
     num_layers: int = 2
     kernel_size: int = 5
+    bases: tuple[str, ...] = ("rotation", "scaling", "shift_up", "shift_right")
     combine: str = "sum"
+    init: str = "uniform"  # the CNN's (nn.Conv2d) initialisation, so the two models start alike
     rotation_step: float = math.pi / 8
     scaling_step: float = 0.1
     epochs: int = 20
@@ -69,10 +71,11 @@ def run(config: ClassifyConfig) -> dict:
     test_y = labels[test_idx][src]
     shape = (1, config.canvas, config.canvas)
     models = {
-        "powernet": PowerNet(["rotation", "scaling", "shift_up", "shift_right"], shape, list(config.channels), 10,
+        "powernet": PowerNet(list(config.bases), shape, list(config.channels), 10,
                              num_layers=config.num_layers, kernel_size=config.kernel_size, combine=config.combine,
-                             pool="max", head="flatten",
-                             steps={"rotation": config.rotation_step, "scaling": config.scaling_step},
+                             pool="max", head="flatten", init=config.init,
+                             steps={k: v for k, v in (("rotation", config.rotation_step),
+                                                      ("scaling", config.scaling_step)) if k in config.bases},
                              generator=torch.Generator().manual_seed(config.seed)),
         "cnn": ConvNet(shape, list(config.channels), 10, num_layers=config.num_layers,
                        kernel_size=config.kernel_size, pool="max", head="flatten"),

@@ -87,7 +87,9 @@ class PowerLayer(nn.Module):
         bias: ``"channel"`` (one scalar per output channel; invariant under every base that fixes constants),
             ``"full"`` (a ``d``-vector per output channel, as in the paper) or ``None``.
         activation: optional pointwise module applied last (``sigma``).
-        generator: ``torch.Generator`` for the initial coefficients (``N(0, 2 / (c_in |K|))``).
+        generator: ``torch.Generator`` for the initial coefficients.
+        init: ``"kaiming"`` (coefficients ``N(0, 2 / (c_in |K|))``, zero bias) or ``"uniform"`` (coefficients and
+            channel bias ``U(-1/sqrt(c_in |K|), 1/sqrt(c_in |K|))``, the default of ``nn.Conv2d``).
         normalize_terms: divide each term's coefficient by the term's RMS gain (see :meth:`term_gains`), so that
             strongly non-normal bases (SW scaling) do not dominate a sum of terms at initialisation or in training.
 
@@ -109,6 +111,7 @@ class PowerLayer(nn.Module):
         generator: torch.Generator | None = None,
         dtype: torch.dtype | None = None,
         normalize_terms: bool = False,
+        init: str = "kaiming",
     ) -> None:
         super().__init__()
         base_list = [bases] if isinstance(bases, Base) else list(bases) if isinstance(bases, Sequence) else None
@@ -154,8 +157,15 @@ class PowerLayer(nn.Module):
 
         factory = {"dtype": dtype} if dtype is not None else {}
         k = len(power_list)
-        std = math.sqrt(2.0 / (in_channels * k))
-        w = torch.randn(out_channels, in_channels, k, generator=generator, dtype=torch.float64) * std
+        fan_in = in_channels * k
+        if init == "kaiming":
+            w = torch.randn(out_channels, in_channels, k, generator=generator, dtype=torch.float64)
+            w = w * math.sqrt(2.0 / fan_in)
+        elif init == "uniform":
+            w = torch.rand(out_channels, in_channels, k, generator=generator, dtype=torch.float64)
+            w = (2 * w - 1) / math.sqrt(fan_in)
+        else:
+            raise ValueError(f"init must be 'kaiming' or 'uniform', got {init!r}")
         self.weight = nn.Parameter(w.to(dtype or torch.get_default_dtype()))
         # optional fixed per-term scale 1 / g_k, g_k the RMS gain of the term (1 for orthogonal bases)
         self.normalize_terms = bool(normalize_terms)
@@ -163,7 +173,10 @@ class PowerLayer(nn.Module):
         self.register_buffer("term_scale", scale.to(self.weight.dtype), persistent=False)
         self.bias_mode = bias
         if bias == "channel":
-            self.bias = nn.Parameter(torch.zeros(out_channels, **factory))
+            b = torch.zeros(out_channels, dtype=torch.float64)
+            if init == "uniform":
+                b = (2 * torch.rand(out_channels, generator=generator, dtype=torch.float64) - 1) / math.sqrt(fan_in)
+            self.bias = nn.Parameter(b.to(dtype or torch.get_default_dtype()))
         elif bias == "full":
             self.bias = nn.Parameter(torch.zeros(out_channels, self.size, **factory))
         else:

@@ -60,6 +60,7 @@ class PowerBlock(nn.Module):
         bias: str | None = "channel",
         generator: torch.Generator | None = None,
         normalize_terms: bool = False,
+        init: str = "kaiming",
     ) -> None:
         super().__init__()
         if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
@@ -68,7 +69,7 @@ class PowerBlock(nn.Module):
         self.act = _act(nn.LeakyReLU(0.2) if nonlinearity is None else nonlinearity)
         chans = [in_channels] + [out_channels] * num_layers
         kw = dict(powers=powers, dilation=dilation, combine=combine, bias=bias, generator=generator,
-                  normalize_terms=normalize_terms)
+                  normalize_terms=normalize_terms, init=init)
         self.layers = nn.ModuleList(PowerLayer(bases, chans[i], chans[i + 1], kernel_size, **kw)
                                     for i in range(num_layers))
         self.norms = nn.ModuleList(_norm(norm, out_channels) for _ in range(num_layers))
@@ -157,6 +158,7 @@ class PowerNet(nn.Module):
         nonlinearity: nn.Module | None = None,
         generator: torch.Generator | None = None,
         normalize_terms: bool = True,
+        init: str = "kaiming",
     ) -> None:
         super().__init__()
         c, h, w = _check_in_shape(in_shape)
@@ -182,7 +184,7 @@ class PowerNet(nn.Module):
             blocks.append(
                 PowerBlock(list(factory((h, w))), c, width, num_layers, kernel_size, powers=powers, dilation=dilation,
                            combine=combine, rho=rho, nonlinearity=nonlinearity, norm=norm, bias=bias,
-                           generator=generator, normalize_terms=normalize_terms)
+                           generator=generator, normalize_terms=normalize_terms, init=init)
             )
             c = width
             p = _pool(pool)

@@ -104,7 +104,7 @@ register(
         run=run,
         quick={"canvas": 14, "digit_size": 10, "channels": (4, 8, 8, 8), "epochs": 2, "train_subset": 256,
                "test_copies": 1, "batch_size": 32},
-        sweep={"base": BASES, "seed": (0,)},
+        sweep={"base": BASES, "seed": (0, 1)},
         quick_sweep={"base": BASES, "seed": (0,)},
         paper=(
             PaperValue("test_mse", 1.485, {"base": "shift_up"}, "§4.2 text"),

@@ -1,0 +1,179 @@
+"""Drift off the equivariant layers E under nominal, augmented and equivariant training (Nordenfors et al., Fig. 1
+and App. E.2).
+
+One run trains, for one group/task, ``runs`` triples of models (Nom, Aug, Equi) from a shared equivariantly projected
+initialisation (one init per repetition) with full-batch gradient descent, and records ||A - Pi_E A|| (distance to E)
+and ||A - A^0|| (distance travelled) per step, over the equivariant-type layers (the FC head is left out, as in the
+paper's figures; totals are root sums of squares). Reported: medians over the repetitions of the final values and of
+the curves, the ratio Aug / Nom of the distances to E, and dim E / dim L.
+
+Tasks (offline stand-ins, see docs/dynamics.md): ``perm`` SBM graph connectivity with S_n on adjacency matrices;
+``trans``, ``onedtrans``, ``rot``, ``transrot`` translation-invariant classification of scikit-learn's digits with
+the four groups of App. E.2; ``rot-shapes`` C4-equivariant segmentation of triangles and pentagons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from symkit.experiments.registry import Experiment, Plot, progress, register
+
+GROUPS = ("perm", "trans", "onedtrans", "rot", "transrot", "rot-shapes")
+MODES = ("nom", "aug", "equi")
+
+
+@dataclass
+class DriftConfig:
+    group: str = "trans"  # one of GROUPS
+    size: int = 14  # image side (digits and shapes)
+    nodes: int = 10  # graph size for "perm" (two clusters of nodes // 2)
+    channels: int = 8  # hidden channels of the equivariant layers
+    head: int = 16  # width of the invariant features and of the FC head
+    samples: int = 500
+    batch_size: int = 25
+    steps: int = 50  # full-batch gradient steps ("epochs")
+    lr: float = 0.05
+    aug_passes: int = 25  # N: passes over the data, one Haar-uniform g per mini-batch
+    runs: int = 5  # repetitions (independent initialisations) inside one run
+    seed: int = 0
+
+
+def _task(cfg: DriftConfig):
+    """(specs, norm_after, loss, X, Y) for the configured group."""
+    from symkit.dynamics import (
+        CyclicTranslations1D,
+        CyclicTranslations2D,
+        LayerSpec,
+        Permutations,
+        Rotations90,
+        TranslationsRotations,
+    )
+
+    c, h = cfg.channels, cfg.head
+    gen = torch.Generator().manual_seed(cfg.seed)
+    if cfg.group == "perm":
+        from symkit.datasets.graphs import sbm_connectivity
+
+        if cfg.nodes < 2 or cfg.nodes % 2:
+            raise ValueError(f"nodes must be an even int >= 2, got {cfg.nodes}")
+        X, Y = sbm_connectivity(cfg.samples, 2, cfg.nodes // 2, 0.5, 0.05, seed=cfg.seed, dtype=torch.float64)
+        P = Permutations(cfg.nodes, "matrix")
+        T = P.trivial()
+        specs = [LayerSpec(P, P, 1, c), LayerSpec(P, T, c, h), LayerSpec(T, T, h, h), LayerSpec(T, T, h, 1)]
+        return specs, (1,), "bce", X, Y
+    if cfg.group == "rot-shapes":
+        from symkit.datasets.shapes import shapes_segmentation
+
+        X, Y = shapes_segmentation(cfg.samples, cfg.size, seed=cfg.seed, dtype=torch.float64)
+        R = Rotations90(cfg.size)
+        specs = [LayerSpec(R, R, 1, c), LayerSpec(R, R, c, c), LayerSpec(R, R, c, 2)]
+        return specs, (), "pixel_bce", X, Y
+    actions = {
+        "trans": CyclicTranslations2D,
+        "onedtrans": lambda n: CyclicTranslations1D(n, 1),
+        "rot": Rotations90,
+        "transrot": TranslationsRotations,
+    }
+    if cfg.group not in actions:
+        raise ValueError(f"group must be one of {GROUPS}, got {cfg.group!r}")
+    from symkit.datasets.digits import load_digits_images
+
+    images, labels = load_digits_images(cfg.size, dtype=torch.float64)
+    if cfg.samples > len(images):
+        raise ValueError(f"samples must be <= {len(images)} (the digits), got {cfg.samples}")
+    idx = torch.randperm(len(images), generator=gen)[: cfg.samples]
+    X, Y = images[idx] - 0.5, labels[idx]
+    A = actions[cfg.group](cfg.size)
+    T = A.trivial()
+    specs = [LayerSpec(A, A, 1, c), LayerSpec(A, A, c, c), LayerSpec(A, T, c, h), LayerSpec(T, T, h, 10)]
+    return specs, (2,), "ce", X, Y
+
+
+def _median_curve(curves: list[np.ndarray]) -> list[float]:
+    return [float(v) for v in np.median(np.stack(curves), axis=0)]
+
+
+def run(cfg: DriftConfig) -> dict[str, Any]:
+    from symkit.dynamics import ProjectNet, relative_dimension, train
+
+    if cfg.group not in GROUPS:
+        raise ValueError(f"group must be one of {GROUPS}, got {cfg.group!r}")
+    if cfg.runs < 1 or cfg.steps < 1:
+        raise ValueError(f"runs and steps must be >= 1, got runs={cfg.runs}, steps={cfg.steps}")
+    specs, norm_after, loss, X, Y = _task(cfg)
+    curves: dict[str, dict[str, list[np.ndarray]]] = {m: {"to_e": [], "travelled": []} for m in MODES}
+    for r in progress(range(cfg.runs), total=cfg.runs, desc=f"drift {cfg.group}"):
+        model = ProjectNet(specs, "leaky_relu", norm_after, seed=cfg.seed * 1000 + r, dtype=torch.float64)
+        for mode, name in zip(MODES, ("nominal", "augmented", "equivariant")):
+            traj = train(
+                model.copy(), X, Y, name, cfg.steps, cfg.lr, loss, cfg.batch_size, cfg.aug_passes,
+                seed=cfg.seed * 1000 + r,
+            )
+            curves[mode]["to_e"].append(traj.total("to_e", include_head=False))
+            curves[mode]["travelled"].append(traj.total("travelled", include_head=False))
+    out: dict[str, Any] = {
+        "group_order": int(specs[0].action_in.order) if cfg.group != "perm" else int(np.prod(range(1, cfg.nodes + 1))),
+        "rel_dim": relative_dimension(specs, include_trivial=False),
+        "rel_dim_all": relative_dimension(specs, include_trivial=True),
+    }
+    for mode in MODES:
+        to_e = _median_curve(curves[mode]["to_e"])
+        travelled = _median_curve(curves[mode]["travelled"])
+        out[f"to_e_{mode}"] = to_e[-1]
+        out[f"travelled_{mode}"] = travelled[-1]
+        out[f"to_e_curve_{mode}"] = to_e
+        out[f"travelled_curve_{mode}"] = travelled
+    out["drift_ratio"] = out["to_e_aug"] / max(out["to_e_nom"], 1e-300)
+    out["aug_drift_per_travel"] = out["to_e_aug"] / max(out["travelled_aug"], 1e-300)
+    out["nom_drift_per_travel"] = out["to_e_nom"] / max(out["travelled_nom"], 1e-300)
+    return out
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A table per group: dim E / dim L and the final median distances to E of the three modes."""
+    lines = [
+        "| group | dim E / dim L | Nom dist. to E | Aug dist. to E | Equi dist. to E | Aug / Nom | Aug travelled |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: -float(r["mean"].get("rel_dim", 0.0))):
+        m = {k: r["mean"].get(k, float("nan")) for k in
+             ("rel_dim", "to_e_nom", "to_e_aug", "to_e_equi", "drift_ratio", "travelled_aug")}
+        lines.append(
+            f"| {r['config'].get('group')} | {m['rel_dim']:.4g} | {m['to_e_nom']:.3g} | {m['to_e_aug']:.3g}"
+            f" | {m['to_e_equi']:.2g} | {m['drift_ratio']:.3g} | {m['travelled_aug']:.3g} |"
+        )
+    return "\n".join(lines)
+
+
+register(
+    Experiment(
+        name="dynamics-drift",
+        description="Distance to the equivariant layers E against distance travelled for nominal, augmented and "
+        "equivariant training, per symmetry group.",
+        reproduces="Nordenfors, Ohlsson & Flinth 2023, Fig. 1 and App. E.2 (Fig. 6)",
+        config=DriftConfig,
+        run=run,
+        quick={
+            "size": 8, "nodes": 6, "channels": 2, "head": 8, "samples": 100, "batch_size": 25, "steps": 8,
+            "aug_passes": 3, "runs": 2, "lr": 0.1,
+        },
+        sweep={"group": GROUPS, "seed": (0, 1, 2)},
+        quick_sweep={"group": GROUPS, "seed": (0,)},
+        plots=(
+            Plot(x="travelled_nom", y="to_e_nom", hue="group", kind="scatter", logy=True,
+                 title="Nom: distance to E vs distance travelled"),
+            Plot(x="travelled_aug", y="to_e_aug", hue="group", kind="scatter", logy=True,
+                 title="Aug: distance to E vs distance travelled"),
+            Plot(x="rel_dim", y="drift_ratio", kind="scatter", logx=True, logy=True,
+                 title="Aug / Nom distance to E against dim E / dim L"),
+            Plot(x="group", y="aug_drift_per_travel", kind="bar", logy=True,
+                 title="Aug: distance to E per distance travelled"),
+        ),
+        summarize=summarize,
+    )
+)

@@ -1,0 +1,28 @@
+"""The dynamics-drift experiment at its quick size: Equi stays in E, Aug drifts less than Nom (paper §5.1)."""
+
+import pytest
+
+from symkit.experiments import get_experiment
+
+
+@pytest.mark.parametrize("group", ["rot", "perm"])
+def test_quick_run_orders_the_modes(group):
+    exp = get_experiment("dynamics-drift")
+    cfg = exp.make_config(quick=True, group=group)
+    out = exp.run(cfg)
+    assert len(out["to_e_curve_nom"]) == cfg.steps + 1
+    assert out["to_e_curve_nom"][0] < 1e-12 and out["travelled_curve_aug"][0] == 0.0  # start in E
+    assert out["to_e_equi"] < 1e-10  # projected gradients never leave E
+    assert out["travelled_equi"] > 1e-3  # ... although the model moved
+    assert 0.0 < out["to_e_aug"] < out["to_e_nom"]  # sampled augmentation leaves E, but less than Nom
+    assert out["drift_ratio"] == pytest.approx(out["to_e_aug"] / out["to_e_nom"])
+    # quick: channels 2, head 8. rot: every C4 layer has a quarter of the dimensions (n = 8 even);
+    # perm (6 nodes): the 1->2 layer has 15 of 6^4 dims per channel pair, the 2->8 pooling 2 of 36
+    expected = {"rot": 0.25, "perm": (2 * 15 + 16 * 2) / (2 * 6**4 + 16 * 36)}[group]
+    assert out["rel_dim"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_unknown_group_is_rejected():
+    exp = get_experiment("dynamics-drift")
+    with pytest.raises(ValueError, match="group must be one of"):
+        exp.run(exp.make_config(quick=True, group="spin"))

@@ -63,6 +63,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--embed", type=int, default=100, help="embedding width (paper: 500)")
+    parser.add_argument("--outer-steps", type=int, default=100, help="outer (hypergradient) steps of the search")
+    parser.add_argument("--refit-steps", type=int, default=1500, help="Adam steps for every fit on T and V")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -72,12 +75,14 @@ def main() -> None:
     os.environ.setdefault("SYMKIT_PROGRESS", "0")
     torch.set_num_threads(1)
     from symkit.discover.baselines import AugerinoPermutation
+    from symkit.discover.bilevel import fit_model_parameters
     from symkit.discover.partition import partition_distance
     from symkit.experiments.sharing_sum import (
         SumSharingConfig,
         _net,
         discover,
         fit_fixed,
+        l1,
         make_splits,
         test_errors,
     )
@@ -87,8 +92,9 @@ def main() -> None:
                                refit_patience=50, n_test=500, n_hyper=100, seed=args.seed)
         counts, repeats = (3, 15), min(args.repeats, 10)
     else:
-        cfg = SumSharingConfig(length=10, embed=100, hidden=50, inits=1, inner_steps=50, outer_steps=100,
-                               refit_steps=1500, refit_patience=300, n_test=20000, seed=args.seed)
+        cfg = SumSharingConfig(length=10, embed=args.embed, hidden=50, inits=1, inner_steps=20,
+                               outer_steps=args.outer_steps, refit_steps=args.refit_steps,
+                               refit_patience=max(100, args.refit_steps // 5), n_test=20000, seed=args.seed)
         counts, repeats = (3, 15, 75), args.repeats
     s = make_splits(cfg)
     rows = []
@@ -108,6 +114,8 @@ def main() -> None:
                              capture_output=True, text=True, check=True)
         m = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append({"method": name, "mse": test_errors(model, s)["mse"], "train_s": train_s, **m, "note": extra})
+        r = rows[-1]
+        print(f"done: {name}: test l2 {r['mse']:.5f}, {r['ms']:.3f} ms, peak {r['peak_mib']:.1f} MiB", flush=True)
 
     t0 = time.time()
     labels, _ = discover(cfg, s)
@@ -119,13 +127,9 @@ def main() -> None:
         t0 = time.time()
         aug = AugerinoPermutation(_net(cfg, None, seed=0), cfg.length, n_samples=n)
         aug.generator = torch.Generator().manual_seed(cfg.seed)
-        from symkit.discover.bilevel import fit_model_parameters
-        from symkit.experiments.sharing_sum import l1
-
         fit_model_parameters(aug, lambda m: l1(m, s, "trainval") + m.regularizer(), lambda m: l1(m, s, "hyper"),
                              steps=cfg.refit_steps, lr=1e-3, patience=cfg.refit_patience)
         record(f"Augerino ({n} transformations)", "augerino", aug, None, n, time.time() - t0)
-        assert isinstance(aug, AugerinoPermutation)
 
     ref = rows[0]
     print(f"\nsum of numbers, length {cfg.length}, embed {cfg.embed}, hidden {cfg.hidden}; inference on a batch of "

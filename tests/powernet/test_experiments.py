@@ -31,3 +31,14 @@ def test_classify_quick_runs_both_models_on_the_same_data():
     # 17 terms per channel pair (4 series of 5, sharing the identity) against 25 conv taps
     assert m["powernet_params"] < m["cnn_params"]
     assert m["acc_gap"] == pytest.approx(m["powernet_test_acc"] - m["cnn_test_acc"])
+
+
+def test_classify_mixed_power_set_is_conv_kernel_plus_series():
+    from symkit.experiments.powernet_classify import ClassifyConfig, _powers
+
+    assert _powers(ClassifyConfig(combine="sum")) is None
+    p = _powers(ClassifyConfig(combine="mixed", kernel_size=5))
+    assert len(p) == len(set(p)) == 25 + 4 + 4
+    shifts = {(i, j) for r, s, i, j in p if r == 0 and s == 0}
+    assert shifts == {(i, j) for i in range(-2, 3) for j in range(-2, 3)}
+    assert {r for r, s, i, j in p if r} == {-2, -1, 1, 2} and all(i == j == 0 for r, s, i, j in p if r or s)

@@ -13,6 +13,7 @@ channel pair); the CNN uses 5x5 convolutions (25 taps). The paper reports 84% fo
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -53,6 +54,31 @@ class ClassifyConfig:
     seed: int = 0
 
 
+def _powers(config: ClassifyConfig) -> list[tuple[int, ...]] | None:
+    """``combine="mixed"``: the shift bases combine by product (a k x k kernel, as in a CNN) and every other base
+    adds its own series; ``"sum"`` / ``"product"`` are left to the layer."""
+    if config.combine != "mixed":
+        return None
+    names = list(config.bases)
+    half = config.kernel_size // 2
+    shifts = [i for i, b in enumerate(names) if b.startswith("shift")]
+    out: list[tuple[int, ...]] = []
+    grids = itertools.product(range(-half, half + 1), repeat=len(shifts))
+    for combo in grids:
+        t = [0] * len(names)
+        for i, p in zip(shifts, combo):
+            t[i] = p
+        out.append(tuple(t))
+    for b in range(len(names)):
+        if b not in shifts:
+            for p in range(-half, half + 1):
+                if p:
+                    t = [0] * len(names)
+                    t[b] = p
+                    out.append(tuple(t))
+    return out
+
+
 def _accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     return float((predict(model, x).argmax(1) == y).double().mean())
 
@@ -72,7 +98,8 @@ def run(config: ClassifyConfig) -> dict:
     shape = (1, config.canvas, config.canvas)
     models = {
         "powernet": PowerNet(list(config.bases), shape, list(config.channels), 10,
-                             num_layers=config.num_layers, kernel_size=config.kernel_size, combine=config.combine,
+                             num_layers=config.num_layers, kernel_size=config.kernel_size, powers=_powers(config),
+                             combine="sum" if config.combine == "mixed" else config.combine,
                              pool="max", head="flatten", init=config.init,
                              steps={k: v for k, v in (("rotation", config.rotation_step),
                                                       ("scaling", config.scaling_step)) if k in config.bases},

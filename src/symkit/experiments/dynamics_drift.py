@@ -40,6 +40,7 @@ class DriftConfig:
     lr: float = 0.05
     aug_passes: int = 25  # N: passes over the data, one Haar-uniform g per mini-batch
     runs: int = 5  # repetitions (independent initialisations) inside one run
+    threads: int = 1  # torch threads during the run (the layers are many small ops: one thread is fastest)
     seed: int = 0
 
 
@@ -99,6 +100,15 @@ def _median_curve(curves: list[np.ndarray]) -> list[float]:
 
 
 def run(cfg: DriftConfig) -> dict[str, Any]:
+    previous = torch.get_num_threads()
+    torch.set_num_threads(max(1, cfg.threads))
+    try:
+        return _run(cfg)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _run(cfg: DriftConfig) -> dict[str, Any]:
     from symkit.dynamics import ProjectNet, relative_dimension, train
 
     if cfg.group not in GROUPS:

@@ -26,7 +26,7 @@ from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
 from symkit.groups.base import Group
 from symkit.linalg.cache import cache_get, cache_key, cache_put
-from symkit.linalg.nullspace import dense_nullspace, iterative_nullspace
+from symkit.linalg.nullspace import dense_nullspace, iterative_nullspace, orthonormal_range
 from symkit.linalg.operators import KronOp, KronSumOp
 from symkit.linalg.orbits import orbit_basis, orbit_count
 from symkit.reps.brauer import brauer_applicable, brauer_basis, brauer_rank
@@ -39,7 +39,9 @@ __all__ = [
 
 #: largest block dimension solved by the dense path under method="auto"
 DENSE_MAX = int(os.environ.get("SYMKIT_DENSE_MAX", "2500"))
-METHODS = ("auto", "orbit", "brauer", "dense", "iterative")
+METHODS = ("auto", "orbit", "brauer", "dense", "weight", "iterative")
+#: the weight path applies when the zero-weight space has at most this many dimensions (and N * n0 <= 5e7)
+WEIGHT_MAX = 3000
 #: blocks that take longer than this (seconds) to solve are stored in the on-disk cache
 DISK_CACHE_MIN_SECONDS = 0.2
 
@@ -118,8 +120,83 @@ def segment_methods(G: Group, leaves: tuple) -> list[str]:
         out.append("orbit")
     if kinds is not None and brauer_applicable(G, kinds):
         out.append("brauer")
-    out += ["dense", "iterative"]
+    out += ["dense", "weight", "iterative"] if len(G.lie_algebra) else ["dense", "iterative"]
     return out
+
+
+_ZW: dict[tuple, Any] = {}
+
+
+def _zero_weight_space(G: Group, leaves: tuple) -> np.ndarray | None:
+    """Basis K (N, n0) of the kernel of d rho(A) for a generic A = sum_i c_i A_i (fixed seed), or None.
+
+    With A_f = U_f diag(w_f) U_f^{-1} per leaf, d rho(A) is diagonalised by ⊗ U_f with eigenvalues the sums of the
+    w_f: its kernel is spanned by the Kronecker columns whose eigenvalues sum to zero (the zero-weight space of a
+    torus containing A). Every invariant lies in it, so the remaining constraints only need solving inside it.
+    """
+    key = (G._key(), tuple(x._key() for x in leaves))
+    if key in _ZW:
+        return _ZW[key]
+    out = None
+    D = len(G.lie_algebra)
+    sizes = [leaf.size for leaf in leaves]
+    N = int(np.prod(sizes))
+    if D:
+        c = np.random.default_rng(12345).standard_normal(D)
+        A = np.einsum("k,kij->ij", c.astype(G.lie_algebra.dtype), np.asarray(G.lie_algebra))
+        ws, Us, unitary = [], [], True
+        ok = True
+        for leaf in leaves:
+            Af = leaf.drho(A)
+            w, U = np.linalg.eig(Af)
+            if np.linalg.cond(U) > 1e8:
+                ok = False
+                break
+            unitary = unitary and np.allclose(U.conj().T @ U, np.eye(len(w)), atol=1e-10)
+            ws.append(w)
+            Us.append(U)
+        if ok:
+            tot = np.zeros(1, dtype=complex)
+            for w in ws:
+                tot = (tot[:, None] + w[None, :]).reshape(-1)
+            scale = sum(np.abs(w).max() for w in ws) or 1.0
+            sel = np.nonzero(np.abs(tot) <= 1e-8 * scale)[0]
+            n0 = len(sel)
+            if n0 == 0:
+                out = np.zeros((N, 0), dtype=complex)
+            elif n0 <= WEIGHT_MAX and N * n0 <= 5e7:
+                idx = np.unravel_index(sel, sizes)
+                K = np.ones((1, n0), dtype=complex)
+                for U, i in zip(Us, idx):
+                    K = (K[:, None, :] * U[:, i][None, :, :]).reshape(-1, n0)
+                if not unitary and n0:
+                    K = np.linalg.qr(K)[0]
+                else:
+                    K = K / np.linalg.norm(K, axis=0, keepdims=True) if n0 else K
+                out = K
+    _ZW[key] = out
+    return out
+
+
+def _weight_nullspace(G: Group, leaves: tuple) -> np.ndarray:
+    """Invariants solved inside the zero-weight space: the constraints restricted to K, then a dense eigensolve."""
+    K = _zero_weight_space(G, leaves)
+    N, n0 = K.shape
+    if n0 == 0:
+        return np.zeros((N, 0), dtype=G.dtype)
+    cons, _, dtype = _constraints(G, leaves, lazy=True)
+    Hr = np.zeros((n0, n0), dtype=complex)
+    for C in cons:
+        M = C.matmat(K)
+        Hr += M.conj().T @ M
+    Hr = (Hr + Hr.conj().T) / 2
+    w, Y = np.linalg.eigh(Hr)
+    scale = max(1.0, float(np.abs(w).max()))
+    Q = K @ Y[:, w <= 1e-10 * scale]
+    if np.issubdtype(np.dtype(dtype), np.complexfloating):
+        return np.ascontiguousarray(orthonormal_range(Q, 1e-6))
+    # real constraints: the complex nullspace is closed under conjugation, so Re and Im span it over R
+    return np.ascontiguousarray(orthonormal_range(np.concatenate([Q.real, Q.imag], axis=1), 1e-6))
 
 
 def _pick(G: Group, leaves: tuple, method: str) -> str:
@@ -130,7 +207,14 @@ def _pick(G: Group, leaves: tuple, method: str) -> str:
         if ok[0] in ("orbit", "brauer"):
             return ok[0]
         size = int(np.prod([leaf.size for leaf in leaves]))
-        return "dense" if size <= DENSE_MAX else "iterative"
+        if size <= DENSE_MAX:
+            return "dense"
+        return "weight" if _zero_weight_space(G, leaves) is not None else "iterative"
+    if method == "weight" and _zero_weight_space(G, leaves) is None:
+        raise ValueError(
+            f"solver method 'weight' does not apply to {'⊗'.join(map(repr, leaves))} of {G}: it needs a Lie algebra "
+            f"whose generic element is diagonalisable and a zero-weight space of at most {WEIGHT_MAX} dimensions"
+        )
     if method not in ok:
         raise ValueError(
             f"solver method {method!r} does not apply to {'⊗'.join(map(repr, leaves))} of {G}; applicable: {ok}"
@@ -212,6 +296,8 @@ def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
                 elif m == "dense":
                     cons, N, dtype = _constraints(G, leaves, lazy=False)
                     res = dense_nullspace(cons, N, dtype)
+                elif m == "weight":
+                    res = _weight_nullspace(G, leaves)
                 else:
                     cons, N, dtype = _constraints(G, leaves, lazy=True)
                     res = iterative_nullspace(cons, N, dtype)

@@ -19,6 +19,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from symkit.linalg.progress import progress
+
 __all__ = ["brauer_applicable", "brauer_diagrams", "brauer_basis", "brauer_rank", "levi_civita"]
 
 
@@ -269,9 +271,12 @@ def _vectors_rank(G: object, kinds: Sequence[str], diagrams: list, max_chunk: in
     while s < k and (N // n**s) * len(diagrams) > max_chunk:
         s += 1
     gram = np.zeros((len(diagrams), len(diagrams)))
+    bar = progress(desc=f"Brauer Gram {G.d}^{k}", total=n**s, disable_below=n**s < 64)
     for fixed in itertools.product(range(n), repeat=s):
         Tm = _diagram_vectors(G, kinds, diagrams, fixed)
         gram += Tm.T @ Tm
+        bar.update(1)
+    bar.close()
     return _gram_rank(gram)
 
 

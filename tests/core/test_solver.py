@@ -173,3 +173,20 @@ def test_solver_uses_and_rebuilds_disk_cache(tmp_path, monkeypatch):
     Q3 = rep.equivariant_basis(method="dense")
     np.testing.assert_allclose(Q3 @ Q3.T, Q1 @ Q1.T, atol=1e-12)
     assert np.load(files[0]).shape == Q1.shape
+
+
+def test_auto_uses_the_weight_path_above_dense_max(monkeypatch):
+    from symkit.groups import Embed, SO2eR3
+
+    monkeypatch.setattr(solve_mod, "DENSE_MAX", 100)
+    G = SO2eR3()
+    rep = T(5, 0, G)
+    leaves = canonical_counts(rep)[0][0]
+    assert solve_mod._pick(G, leaves, "auto") == "weight"
+    clear_memory_cache()
+    Q = rep.equivariant_basis()
+    assert Q.shape[1] == rep.rank(method="dense") == rep.rank(method="iterative")
+    assert_invariant_basis(Q, rep, tol=1e-9)
+    # a finite group has no weight path
+    with pytest.raises(ValueError, match="does not apply"):
+        T(3, 0, Embed(C(4), 3, slice(0, 2))).rank(method="weight")

@@ -40,7 +40,7 @@ __all__ = [
 #: largest block dimension solved by the dense path under method="auto"
 DENSE_MAX = int(os.environ.get("SYMKIT_DENSE_MAX", "2500"))
 METHODS = ("auto", "orbit", "brauer", "dense", "weight", "iterative")
-#: the weight path applies when the zero-weight space has at most this many dimensions (and N * n0 <= 5e7)
+#: the weight path applies when the zero-weight space has at most this many dimensions (and N * n0 <= 1e7)
 WEIGHT_MAX = 3000
 #: blocks that take longer than this (seconds) to solve are stored in the on-disk cache
 DISK_CACHE_MIN_SECONDS = 0.2
@@ -125,6 +125,14 @@ def segment_methods(G: Group, leaves: tuple) -> list[str]:
 
 
 _ZW: dict[tuple, Any] = {}
+_ZW_OK: dict[tuple, bool] = {}
+
+
+def _weight_applicable(G: Group, leaves: tuple) -> bool:
+    key = (G._key(), tuple(x._key() for x in leaves))
+    if key not in _ZW_OK:
+        _ZW_OK[key] = _zero_weight_space(G, leaves) is not None
+    return _ZW_OK[key]
 
 
 def _zero_weight_space(G: Group, leaves: tuple) -> np.ndarray | None:
@@ -164,7 +172,7 @@ def _zero_weight_space(G: Group, leaves: tuple) -> np.ndarray | None:
             n0 = len(sel)
             if n0 == 0:
                 out = np.zeros((N, 0), dtype=complex)
-            elif n0 <= WEIGHT_MAX and N * n0 <= 5e7:
+            elif n0 <= WEIGHT_MAX and N * n0 <= 1e7:
                 idx = np.unravel_index(sel, sizes)
                 K = np.ones((1, n0), dtype=complex)
                 for U, i in zip(Us, idx):
@@ -181,6 +189,7 @@ def _zero_weight_space(G: Group, leaves: tuple) -> np.ndarray | None:
 def _weight_nullspace(G: Group, leaves: tuple) -> np.ndarray:
     """Invariants solved inside the zero-weight space: the constraints restricted to K, then a dense eigensolve."""
     K = _zero_weight_space(G, leaves)
+    _ZW.pop((G._key(), tuple(x._key() for x in leaves)), None)  # K can be large: do not keep it
     N, n0 = K.shape
     if n0 == 0:
         return np.zeros((N, 0), dtype=G.dtype)
@@ -209,8 +218,8 @@ def _pick(G: Group, leaves: tuple, method: str) -> str:
         size = int(np.prod([leaf.size for leaf in leaves]))
         if size <= DENSE_MAX:
             return "dense"
-        return "weight" if _zero_weight_space(G, leaves) is not None else "iterative"
-    if method == "weight" and _zero_weight_space(G, leaves) is None:
+        return "weight" if _weight_applicable(G, leaves) else "iterative"
+    if method == "weight" and not _weight_applicable(G, leaves):
         raise ValueError(
             f"solver method 'weight' does not apply to {'⊗'.join(map(repr, leaves))} of {G}: it needs a Lie algebra "
             f"whose generic element is diagonalisable and a zero-weight space of at most {WEIGHT_MAX} dimensions"

@@ -20,7 +20,16 @@ from symkit.dynamics.actions import (
     lift,
     lift_inverse,
 )
-from symkit.dynamics.hessian import flat_params, hvp_fn, lift_flat, perp_hessian_eigs, project_flat, risk_fn
+from symkit.dynamics.hessian import (
+    flat_params,
+    hvp_fn,
+    lift_bilinear,
+    lift_flat,
+    perp_hessian_eigs,
+    project_bilinear,
+    project_flat,
+    risk_fn,
+)
 from symkit.dynamics.model import ProjectNet
 from symkit.dynamics.projections import (
     LayerSpec,
@@ -47,5 +56,6 @@ __all__ = [
     "pattern_projection", "transrot_projection", "project", "project_vector", "dim_E", "dim_L",
     "relative_dimension", "equality_patterns",
     "ProjectNet", "MODES", "Trajectory", "distances", "equivariance_error", "full_batch_gradient", "train",
-    "flat_params", "hvp_fn", "lift_flat", "perp_hessian_eigs", "project_flat", "risk_fn",
+    "flat_params", "hvp_fn", "lift_flat", "lift_bilinear", "project_bilinear", "perp_hessian_eigs", "project_flat",
+    "risk_fn",
 ]

@@ -18,7 +18,10 @@ from torch.func import functional_call, grad, jvp
 from symkit.dynamics.model import ProjectNet
 from symkit.dynamics.training import Loss, _loss, _transform
 
-__all__ = ["flat_params", "unflatten", "risk_fn", "hvp_fn", "project_flat", "lift_flat", "perp_hessian_eigs"]
+__all__ = [
+    "flat_params", "unflatten", "risk_fn", "hvp_fn", "project_flat", "lift_flat", "lift_bilinear", "project_bilinear",
+    "perp_hessian_eigs",
+]
 
 
 def _names(model: ProjectNet) -> list[tuple[str, int, str]]:
@@ -57,6 +60,21 @@ def lift_flat(model: ProjectNet, w: torch.Tensor, g) -> torch.Tensor:
     """rho_bar(g) on the flat parameter vector (Eq. 8)."""
     d = unflatten(model, w)
     return torch.cat([model.lift_tensor(i, kind, d[name], g).reshape(-1) for name, i, kind in _names(model)])
+
+
+def lift_bilinear(model: ProjectNet, M: torch.Tensor, g) -> torch.Tensor:
+    """Eq. 14 on a bilinear form of L given as a (P, P) matrix: rho_bar(g) M rho_bar(g)^T (e.g. a Hessian)."""
+    n = flat_params(model).numel()
+    if tuple(M.shape) != (n, n):
+        raise ValueError(f"lift_bilinear: expected a ({n}, {n}) matrix for this model, got {tuple(M.shape)}")
+    left = torch.stack([lift_flat(model, col, g) for col in M.T], dim=1)  # rho_bar(g) M
+    return torch.stack([lift_flat(model, row, g) for row in left], dim=0)  # (rho_bar(g) M) rho_bar(g)^T
+
+
+def project_bilinear(model: ProjectNet, M: torch.Tensor) -> torch.Tensor:
+    """Lemma 5: Pi^(x) M = (1/|G|) sum_g rho_bar(g) M rho_bar(g)^T, the projection on invariant bilinear forms."""
+    elements = list(model.action_in.elements())
+    return sum(lift_bilinear(model, M, g) for g in elements) / len(elements)
 
 
 def risk_fn(

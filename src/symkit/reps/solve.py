@@ -7,6 +7,7 @@ separately and combined as Q_a ⊗ Q_b (§A.1.7). Each single-group segment is s
 * ``orbit``: exact 0/1 orbit indicators for permutation groups acting on tensor powers of V (integer, sparse);
 * ``brauer``: closed-form invariant tensors of the classical groups (`symkit.reps.brauer`);
 * ``dense``: float64 eigen-decomposition of the sparse constraint Gram matrix, for blocks up to DENSE_MAX;
+* ``weight``: for Lie groups, the constraints restricted to the zero-weight space of a generic algebra element;
 * ``iterative``: only lazy Kronecker products / sums (`symkit.linalg.operators`), with a growing block size.
 
 ``method="auto"`` picks them in that order. Results are cached in memory and (when slow to compute) on disk.

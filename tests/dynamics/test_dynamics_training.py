@@ -64,15 +64,15 @@ def test_lemma3_input_transform_equals_layer_transform(data):
     assert equivariance_error(m2, X) > 1e-3
 
 
-def test_lemma4_and_prop1(data):
-    X, Y = data
-    m = _model()
+def test_lemma4_and_prop1(small):
+    X, Y = small
+    m = _model(rot=ROT3)
     R = risk_fn(m, X, Y, "mse")
     Ra = risk_fn(m, X, Y, "mse", "augmented")
     Re = risk_fn(m, X, Y, "mse", "equivariant")
     w_any = torch.randn(flat_params(m).shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     # D.11: R^aug(A) = mean_g R(rho_bar(g) A) for an arbitrary A
-    lifted = sum(R(lift_flat(m, w_any, g)) for g in ROT.elements()) / ROT.order
+    lifted = sum(R(lift_flat(m, w_any, g)) for g in ROT3.elements()) / ROT3.order
     assert abs(float(Ra(w_any) - lifted)) < 1e-13
     # D.12: at A in E, grad R^aug = Pi_E grad R = grad R^eqv, while grad R has an E^perp part
     w = flat_params(m)

@@ -26,3 +26,15 @@ def test_unknown_group_is_rejected():
     exp = get_experiment("dynamics-drift")
     with pytest.raises(ValueError, match="group must be one of"):
         exp.run(exp.make_config(quick=True, group="spin"))
+
+
+def test_drift_figure_is_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    from symkit.dynamics.plot import plot_drift_curves
+
+    curves = {f"{w}_curve_{k}": [0.0, 0.1 * (i + 1), 0.2 * (i + 1)] for i, k in enumerate(("nom", "aug", "equi"))
+              for w in ("to_e", "travelled")}
+    path = plot_drift_curves({"rot": curves}, tmp_path / "fig.png")
+    assert path.exists() and path.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="lacks"):
+        plot_drift_curves({"rot": {"to_e_curve_nom": [0.0]}}, tmp_path / "bad.png")

@@ -238,6 +238,13 @@ def test_training_input_errors(data):
     with pytest.raises(ValueError, match="activation"):
         ProjectNet([LayerSpec(ROT, ROT)], activation="swish")
     assert "leaky_relu" in ACTIVATIONS
+    with pytest.raises(TypeError, match="float64"):
+        perp_hessian_eigs(ProjectNet([LayerSpec(ROT, ROT)]), X.float(), Y.float())
+    with pytest.raises(ValueError, match="too many"):
+        P = Permutations(10, "matrix")
+        big = ProjectNet([LayerSpec(P, P)], dtype=torch.float64)
+        full_batch_gradient(big, torch.zeros(2, 1, 10, 10, dtype=torch.float64), torch.zeros(2, 1, 10, 10),
+                            "augmented", exact=True)
 
 
 def test_permutation_net_invariant_head_is_equivariant():

@@ -2,8 +2,9 @@
 
 Standard sum of numbers, sequence length 10. Every model is trained in this run on the same splits; then each is
 loaded in a fresh subprocess that times ``--repeats`` forward passes on a batch of ``--batch`` test sequences and
-reports the process's peak resident memory (the CPU analogue of the paper's GPU memory column) and the increase
-over the same process just before inference. Prints one table; ratios are relative to the learned-sharing model.
+reports the process's peak resident memory during inference (the CPU analogue of the paper's GPU memory column) and
+its increase over the resident size just before inference. Prints one table; ratios are relative to the
+learned-sharing model.
 
     python benchmarks/bench_sharing.py            # the Table A1 setting, reduced to fit 2 CPU cores
     python benchmarks/bench_sharing.py --quick    # a smoke run in well under a minute
@@ -35,10 +36,21 @@ def build(kind: str, cfg_dict: dict, labels: list[int] | None, samples: int) -> 
     return AugerinoPermutation(_net(cfg, None, seed=0), cfg.length, n_samples=samples)
 
 
-def measure(spec_path: str) -> None:
-    """Subprocess entry: load one trained model, time inference, report peak RSS."""
-    import resource
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
 
+
+def measure(spec_path: str) -> None:
+    """Subprocess entry: load one trained model, time inference, report the resident-memory peak (Linux /proc).
+
+    ``ru_maxrss`` is inherited across fork and exec, so the peak is read from ``VmHWM`` after resetting it through
+    ``/proc/self/clear_refs``; ``peak_mib`` is the process's peak during inference, ``delta_mib`` its increase over
+    the resident size just before inference.
+    """
     with open(spec_path) as f:
         spec = json.load(f)
     torch.set_num_threads(1)
@@ -46,14 +58,16 @@ def measure(spec_path: str) -> None:
     model.load_state_dict(torch.load(spec["state"]))
     model.eval()
     tokens = torch.load(spec["tokens"])
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak-RSS counter of this process
+    before = _status_kib("VmRSS")
     with torch.no_grad():
         model(tokens)  # warm-up
         t0 = time.perf_counter()
         for _ in range(spec["repeats"]):
             model(tokens)
         dt = (time.perf_counter() - t0) / spec["repeats"]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    peak = _status_kib("VmHWM")
     print(json.dumps({"ms": dt * 1000, "peak_mib": peak / 1024, "delta_mib": (peak - before) / 1024}))
 
 

@@ -157,7 +157,8 @@ def path_diagnostics(lap: KronLaplace, log_prior_prec: torch.Tensor) -> list[dic
     """Per relaxed layer and path: precision, |θ|², γ, γ/P (normalised) and relative effective parameters (D.2).
 
     The relative measure is ``(γ_k/P_k) / Σ_j (γ_j/P_j)`` over the paths ``j`` of the layer; the effective type of a
-    layer is its path with the largest relative measure.
+    layer is its path with the largest relative measure. If every path of a layer has ``γ = 0`` (e.g. a network
+    whose ReLUs all died) the shares are undefined: they are reported as ``1/n`` and the row has ``dead=True``.
     """
     gam = lap.effective_parameters(log_prior_prec)
     delta = log_prior_prec.detach().double().exp()
@@ -180,6 +181,7 @@ def path_diagnostics(lap: KronLaplace, log_prior_prec: torch.Tensor) -> list[dic
         tot = sum(r["normalised"] for r in mine)
         for r in mine:
             r["relative"] = r["normalised"] / tot if tot > 0 else 1.0 / len(mine)
+            r["dead"] = not tot > 0
     return rows
 
 

@@ -39,7 +39,6 @@ def test_demo_with_an_unknown_experiment_lists_the_valid_ones(toy, tmp_path):
 
 @pytest.mark.slow
 def test_the_default_demo_writes_a_report_with_a_plot(tmp_path):
-    pytest.importorskip("symkit.reps.thesis_tables")
     out = tmp_path / "demo"
     result = run_symkit("demo", "--out", str(out), timeout=600)
     assert result.returncode == 0, result.stderr

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+import symkit.reps.thesis_tables as thesis_tables  # noqa: E402
 from symkit.cli.main import app
 from symkit.cli.sweep import SweepError, plan, run_sweep
 from symkit.store import Store
-
-thesis_tables = pytest.importorskip("symkit.reps.thesis_tables")
 
 
 @pytest.fixture

@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+import ray  # noqa: E402  (the ray extra is part of the test install)
 from symkit_cli_helpers import HERE
 
 from symkit.cli.sweep import plan, run_sweep
 from symkit.store import Store
-
-ray = pytest.importorskip("ray")
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ def test_weights_lie_in_the_commutant_of_the_cyclic_group_of_the_base():
 
 
 def test_assert_equivariant_on_layer_functions():
-    testing = pytest.importorskip("symkit.testing")
+    import symkit.testing as testing
     n = 4
     r = rot90_permutation(n)
     G = Group(discrete_generators=[r.to_dense().numpy()], name="C4")

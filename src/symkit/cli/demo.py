@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 
 #: The experiments the demo runs with ``--quick``, in order (missing ones are skipped).
-DEMO_EXPERIMENTS: tuple[str, ...] = ("ranks", "sharing-gaussian", "lee-trends")
+DEMO_EXPERIMENTS: tuple[str, ...] = ("ranks", "rpp-inertia", "sharing-gaussian", "lee-trends")
 
 
 def run_demo(

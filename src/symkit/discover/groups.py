@@ -78,14 +78,12 @@ def parity_group(n: int) -> Any:
 
 def known_groups(n: int) -> list[Any]:
     """Candidate permutation groups on n positions, most symmetric first: S(n), Z(n), parity, trivial."""
-    from symkit.groups import Group, S, Z
+    from symkit.groups import S, Trivial, Z
 
     out = [S(n), Z(n)]
     if n >= 3:
         out.append(parity_group(n))
-    # the trivial group given by the identity generator (symkit.groups.Trivial has no generators, which the
-    # permutation-orbit solver does not accept)
-    out.append(Group(discrete_generators=[np.eye(n)], name=f"Trivial({n})"))
+    out.append(Trivial(n))
     return out
 
 

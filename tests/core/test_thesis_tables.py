@@ -14,7 +14,7 @@ FULL_ONLY = [c for c in thesis_cells(tier="full") if c.tier == "full"]
 ALL_ONLY = [c for c in thesis_cells(tier="all") if c.tier == "all"]
 
 
-def _check(cell: RankCell) -> int:
+def check_rank_matches_thesis(cell: RankCell) -> int:
     r = compute_rank(cell)
     if cell.thesis is None:
         assert r >= 0
@@ -36,13 +36,13 @@ def test_every_table_is_listed():
 
 @pytest.mark.parametrize("cell", QUICK, ids=lambda c: f"{c.table}-{c.group}-{c.rep}")
 def test_quick_cells_match_the_thesis(cell):
-    _check(cell)
+    check_rank_matches_thesis(cell)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cell", FULL_ONLY + ALL_ONLY, ids=lambda c: f"{c.table}-{c.group}-{c.rep}")
 def test_slow_cells_match_the_thesis(cell):
-    _check(cell)
+    check_rank_matches_thesis(cell)
 
 
 def test_filled_blank_cells_follow_the_known_patterns():

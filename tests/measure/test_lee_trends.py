@@ -8,7 +8,7 @@ from symkit.experiments import get_experiment
 from symkit.experiments.lee_trends import CATEGORIES, TRANSFORMS
 
 
-def check(m, arch):
+def check_lee_metrics(m, arch):
     for t in TRANSFORMS:
         assert m[f"lee_{t}"] >= 0 and math.isfinite(m[f"lee_{t}"])
     # layer-wise shares are a partition of the summed norms and the exact decomposition closes (float32)
@@ -31,7 +31,7 @@ def check(m, arch):
 def test_quick_mixer_run():
     exp = get_experiment("lee-trends")
     m = exp.run(exp.make_config(quick=True, arch="mixer"))
-    check(m, "mixer")
+    check_lee_metrics(m, "mixer")
     assert m["test_acc"] > 0.2  # chance is 0.1; 60 Adam steps learn something
 
 
@@ -39,7 +39,7 @@ def test_quick_mixer_run():
 @pytest.mark.parametrize("arch", ["cnn", "vit"])
 def test_quick_runs(arch):
     exp = get_experiment("lee-trends")
-    check(exp.run(exp.make_config(quick=True, arch=arch)), arch)
+    check_lee_metrics(exp.run(exp.make_config(quick=True, arch=arch)), arch)
 
 
 def test_bad_arch():

@@ -34,6 +34,7 @@ def test_rpp_with_zero_flexible_path_is_exactly_equivariant():
     assert equivariant_fraction(model) == pytest.approx(1.0)
 
 
+@torch.no_grad()
 def test_rpp_penalty_is_the_gaussian_negative_log_prior():
     G = O(3)
     layer = RPPLinear(V(G), V(G), dtype=torch.float64)

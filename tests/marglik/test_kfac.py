@@ -185,3 +185,33 @@ def test_linear_kfac_agrees_with_asdl():
         blk, kron = curv.block(f"{i}.weight"), net[i].fisher.kron
         torch.testing.assert_close(blk.A[0], kron.A, rtol=1e-10, atol=1e-12)
         torch.testing.assert_close(blk.G, 7 * kron.B, rtol=1e-10, atol=1e-12)  # ASDL reports the per-datum Fisher
+
+
+
+def test_factored_path_scale_symmetry_leaves_marglik_unchanged():
+    # θ₁ → cθ₁, (θ₂, b₂) → (θ₂, b₂)/c keeps the function; with δ₁ → δ₁/c², δ₂ → δ₂c² the Laplace evidence is the
+    # same, so per-tensor priors can keep an F-FC path on by moving its scale into one factor (docs/marglik.md)
+    model, curv, groups, lap = _fitted(4, "tensor")
+    log_delta = torch.linspace(-0.5, 1.5, len(groups), dtype=torch.float64)
+    before = lap.neg_log_marglik(log_delta)
+    c = 3.0
+    ffc = model.layers[0].paths["ffc"]
+    with torch.no_grad():
+        ffc.theta1.mul_(c)
+        ffc.theta2.div_(c)
+        ffc.bias2.div_(c)
+    shift = {"theta1": -2.0, "theta2": 2.0, "bias2": 2.0}
+    shifted = log_delta.clone()
+    for i, grp in enumerate(groups):
+        prefix, _, tensor = grp.params[0].rpartition(".")
+        if prefix == "layers.0.paths.ffc":
+            shifted[i] += shift.get(tensor, 0.0) * math.log(c)
+    torch.manual_seed(4)  # the data of _fitted(4)
+    RelaxedCNN(1, 3, alpha=1, size=4, layer_type="ffc+conv", seed=4)
+    x = torch.randn(6, 1, 4, 4, dtype=torch.float64)
+    y = torch.randint(0, 3, (6,))
+    curv2 = fit_kfac(model, [(x[:3], y[:3]), (x[3:], y[3:])])
+    torch.testing.assert_close(curv2.nll, curv.nll, rtol=1e-12, atol=1e-12)  # same function, same data
+    after = KronLaplace(model, curv2, prior_groups(model, curv2, "tensor")).neg_log_marglik(shifted)
+    torch.testing.assert_close(after, before, rtol=1e-10, atol=1e-10)
+    assert abs(float(lap.neg_log_marglik(shifted) - before)) > 1e-3  # the shift alone does change it

@@ -42,6 +42,7 @@ class LayerwiseQuadrantConfig:
     lr_hyp: float = 0.1
     batch_size: int = 32  # 1300 images: 128 gives too few steps per epoch
     mc_samples: int = 4
+    prior_structure: str = "tensor"  # one precision per parameter tensor (the code); "path": per layer and path
     n_test: int = 497
     threads: int = 1
     plot_dir: str = ""
@@ -60,7 +61,8 @@ def run(cfg: LayerwiseQuadrantConfig) -> dict:
     burnin = cfg.burnin if cfg.method == "laplace" else cfg.n_epochs + 1
     mcfg = MarglikConfig(n_epochs=cfg.n_epochs, burnin=burnin, frequency=cfg.frequency,
                          n_hypersteps=cfg.n_hypersteps, lr=cfg.lr, lr_hyp=cfg.lr_hyp, lr_hyp_min=cfg.lr_hyp,
-                         batch_size=cfg.batch_size, mc_samples=cfg.mc_samples, seed=cfg.seed)
+                         batch_size=cfg.batch_size, mc_samples=cfg.mc_samples,
+                         prior_structure=cfg.prior_structure, seed=cfg.seed)
     t0 = time.perf_counter()
     res = train_marglik(model, xtr, ytr, mcfg)
     seconds = time.perf_counter() - t0
@@ -84,6 +86,8 @@ def run(cfg: LayerwiseQuadrantConfig) -> dict:
         "fc_relative_mean": (sum(r["relative"] for r in nonequiv) / len(nonequiv)) if nonequiv else 0.0,
         "fc_relative_per_layer": [round(r["relative"], 6) for r in nonequiv],
         "fc_precision_per_layer": [r["precision"] for r in nonequiv],
+        # all tensors of the path, largest first (F-FC: θ₂, θ₁, then the biases)
+        "fc_tensor_precisions_per_layer": [[round(d, 3) for _, d in r["precisions"]] for r in nonequiv],
         "n_fc_layers": sum(t in ("fc", "ffc", "sfc") for t in types),
         "seconds": seconds,
         "seconds_per_epoch": sum(res.epoch_seconds) / len(res.epoch_seconds),

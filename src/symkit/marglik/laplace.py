@@ -156,6 +156,8 @@ def map_penalty(model: nn.Module, groups: list[PriorGroup], log_prior_prec: torc
 def path_diagnostics(lap: KronLaplace, log_prior_prec: torch.Tensor) -> list[dict]:
     """Per relaxed layer and path: precision, |θ|², γ, γ/P (normalised) and relative effective parameters (D.2).
 
+    ``precision`` is that of the path's largest tensor, ``precisions`` the ``(size, δ)`` of all its tensors.
+
     The relative measure is ``(γ_k/P_k) / Σ_j (γ_j/P_j)`` over the paths ``j`` of the layer; the effective type of a
     layer is its path with the largest relative measure. If every path of a layer has ``γ = 0`` (e.g. a network
     whose ReLUs all died) the shares are undefined: they are reported as ``1/n`` and the row has ``dead=True``.
@@ -175,7 +177,11 @@ def path_diagnostics(lap: KronLaplace, log_prior_prec: torch.Tensor) -> list[dic
     rows = sorted(per.values(), key=lambda r: (r["layer"], r["path"]))
     for r in rows:
         r["normalised"] = r["gamma"] / r["P"]
-        r["precision"] = max(r.pop("prec"))[1]  # of the largest tensor (the weight)
+        prec = sorted(r.pop("prec"), reverse=True)
+        r["precision"] = prec[0][1]  # of the largest tensor (the weight)
+        # every tensor's (size, precision), largest first: a factored path (F-FC) stays on if *one* factor keeps a
+        # small precision, since θ₁θ₂ is unchanged under θ₁ → cθ₁, θ₂ → θ₂/c (and δ₁ → δ₁/c², δ₂ → δ₂c²)
+        r["precisions"] = prec
     for layer in {r["layer"] for r in rows}:
         mine = [r for r in rows if r["layer"] == layer]
         tot = sum(r["normalised"] for r in mine)

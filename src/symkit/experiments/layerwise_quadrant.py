@@ -42,6 +42,7 @@ class LayerwiseQuadrantConfig:
     lr_hyp: float = 0.1
     batch_size: int = 32  # 1300 images: 128 gives too few steps per epoch
     mc_samples: int = 4
+    optimizer: str = "adam"  # for θ; "sgd" (momentum 0.9) is the authors' code
     prior_prec_init: float = 1.0  # every group's initial prior precision
     prior_structure: str = "tensor"  # one precision per parameter tensor (the code); "path": per layer and path
     n_test: int = 497
@@ -63,7 +64,8 @@ def run(cfg: LayerwiseQuadrantConfig) -> dict:
     mcfg = MarglikConfig(n_epochs=cfg.n_epochs, burnin=burnin, frequency=cfg.frequency,
                          n_hypersteps=cfg.n_hypersteps, lr=cfg.lr, lr_hyp=cfg.lr_hyp, lr_hyp_min=cfg.lr_hyp,
                          batch_size=cfg.batch_size, mc_samples=cfg.mc_samples,
-                         prior_prec_init=cfg.prior_prec_init, prior_structure=cfg.prior_structure, seed=cfg.seed)
+                         optimizer=cfg.optimizer, prior_prec_init=cfg.prior_prec_init,
+                         prior_structure=cfg.prior_structure, seed=cfg.seed)
     t0 = time.perf_counter()
     res = train_marglik(model, xtr, ytr, mcfg)
     seconds = time.perf_counter() - t0

@@ -107,6 +107,30 @@ def _as_matrix_stack(mats: Any, what: str, owner: str, d: int | None) -> tuple[n
     return arr, arr.shape[1]
 
 
+
+def _bfs_closure(identity: Any, steps: list, key: Any, cap: int) -> list | None:
+    """Elements reachable from `identity` by repeatedly applying `steps`, breadth first; None when more than
+    `cap` are found or when `key` returns None (an element that cannot belong to a finite group)."""
+    seen = {key(identity)}
+    elems = [identity]
+    frontier = [identity]
+    while frontier:
+        nxt = []
+        for m in frontier:
+            for step in steps:
+                q = step(m)
+                kq = key(q)
+                if kq is None:
+                    return None
+                if kq not in seen:
+                    seen.add(kq)
+                    elems.append(q)
+                    nxt.append(q)
+                    if len(elems) > cap:
+                        return None
+        frontier = nxt
+    return elems
+
 class Group:
     """A matrix group G < GL(d) given by discrete generators (M×d×d) and a Lie algebra basis (D×d×d).
 
@@ -307,62 +331,31 @@ class Group:
     def _enumerate(self, cap: int) -> np.ndarray | None:
         """All elements by breadth-first closure under the generators, or None if more than `cap` exist."""
         key = f"elements_{cap}"
-        if key in self._cache:
-            return self._cache[key]
-        if len(self._la) > 0:
-            return None
-        eye = np.eye(self.d, dtype=self.dtype)
-        if self.is_permutation:
+        if key not in self._cache:
+            self._cache[key] = None if len(self._la) > 0 else self._closure(cap)
+        return self._cache[key]
+
+    def _closure(self, cap: int) -> np.ndarray | None:
+        if self.is_permutation:  # index arrays: exact keys, cheap products
             perms = self.perm_generators
-            seen = {tuple(range(self.d))}
-            frontier = [np.arange(self.d)]
-            elems = [np.arange(self.d)]
-            while frontier:
-                nxt = []
-                for p in frontier:
-                    for g in perms:
-                        q = g[p]
-                        t = tuple(q)
-                        if t not in seen:
-                            seen.add(t)
-                            elems.append(q)
-                            nxt.append(q)
-                            if len(elems) > cap:
-                                self._cache[key] = None
-                                return None
-                frontier = nxt
+            elems = _bfs_closure(np.arange(self.d), [lambda p, g=g: g[p] for g in perms], lambda p: p.tobytes(), cap)
+            if elems is None:
+                return None
             out = np.zeros((len(elems), self.d, self.d))
             for i, p in enumerate(elems):
                 out[i, p, np.arange(self.d)] = 1.0
-            self._cache[key] = out
             return out
 
-        def k(m: np.ndarray) -> bytes:
+        def step(h: np.ndarray):
+            return lambda m: h @ m
+
+        def key(m: np.ndarray) -> bytes | None:
+            if not np.all(np.isfinite(m)) or np.abs(m).max() > 1e6:
+                return None  # an element of infinite order: the group is not finite
             return (np.round(m, 6) + 0.0).tobytes()
 
-        seen = {k(eye)}
-        elems = [eye]
-        frontier = [eye]
-        while frontier:
-            nxt = []
-            for m in frontier:
-                for h in self._dg:
-                    q = h @ m
-                    if not np.all(np.isfinite(q)) or np.abs(q).max() > 1e6:
-                        self._cache[key] = None
-                        return None
-                    kk = k(q)
-                    if kk not in seen:
-                        seen.add(kk)
-                        elems.append(q)
-                        nxt.append(q)
-                        if len(elems) > cap:
-                            self._cache[key] = None
-                            return None
-            frontier = nxt
-        out = np.array(elems)
-        self._cache[key] = out
-        return out
+        elems = _bfs_closure(np.eye(self.d, dtype=self.dtype), [step(h) for h in self._dg], key, cap)
+        return None if elems is None else np.array(elems)
 
     def elements(self, max_order: int = 100_000) -> np.ndarray:
         """Every element of a finite group, (|G|, d, d), by closure under the generators.

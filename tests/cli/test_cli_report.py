@@ -69,3 +69,35 @@ def test_report_draws_every_plot_and_mentions_failures(records, tmp_path):
     assert "| emlp | exact | 3 | 3 ± 0.58 | 0.5 |" in report.text
     with pytest.raises(ValueError, match="report format must be 'md' or 'csv', got 'html'"):
         build_report(exp, records, fmt="html")
+
+
+def test_figures_hook_gets_the_successful_runs_and_its_files_join_the_plots(records, tmp_path):
+    seen = []
+
+    def figures(runs, out_dir):
+        seen.extend(runs)
+        path = out_dir / "runs.txt"
+        path.write_text(str(len(runs)))
+        return [path]
+
+    exp = Experiment("cli-test-report", "d", "r", Cfg, run=lambda c: {}, figures=figures)
+    report = build_report(exp, records, plot_dir=tmp_path)
+    assert len(seen) == 12 and all(r["metrics"]["tag"] == "same" for r in seen)  # the failed run is left out
+    assert {(r["config"]["model"], r["seed"]) for r in seen} == {(m, s) for m in ("mlp", "emlp") for s in range(3)}
+    assert report.plots == [tmp_path / "runs.txt"] and "![runs](runs.txt)" in report.text
+    assert build_report(exp, records).plots == []  # no plot directory: no figures
+
+
+def test_dynamics_report_draws_the_drift_curves_of_each_group(tmp_path):
+    from symkit.experiments import get_experiment
+
+    exp = get_experiment("dynamics-drift")
+    store = Store(tmp_path / "s.db")
+    curves = {f"{w}_curve_{k}": [0.0, 0.1 * (i + 1), 0.2 * (i + 1)] for i, k in enumerate(("nom", "aug", "equi"))
+              for w in ("to_e", "travelled")}
+    for group, rel in (("rot", 0.25), ("trans", 1 / 64)):
+        for seed in (1, 0):
+            store.record("dynamics-drift", {"group": group, "seed": seed}, {"rel_dim": rel, **curves})
+    report = build_report(exp, store.runs("dynamics-drift"), plot_dir=tmp_path / "plots")
+    figure = tmp_path / "plots" / "dynamics-drift_curves.png"
+    assert figure in report.plots and figure.read_bytes()[:4] == b"\x89PNG"

@@ -322,6 +322,11 @@ def build_report(
             path = draw_plot(experiment, plot, groups, Path(plot_dir) / _plot_name(experiment, plot, used))
             if path is not None:
                 plots.append(path)
+        if experiment.figures is not None:
+            Path(plot_dir).mkdir(parents=True, exist_ok=True)
+            runs = [{"config": dict(r.config), "seed": r.seed, "metrics": dict(r.metrics or {})}
+                    for r in records if r.status == "ok" and r.metrics is not None]
+            plots += [Path(p) for p in experiment.figures(runs, Path(plot_dir))]
     if fmt == "csv":
         return Report(csv_table(experiment, groups), plots, groups)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -160,6 +161,21 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
+    """Fig. 1 / Fig. 6: the median drift curves of each group's lowest stored seed, one row of panels per group."""
+    from symkit.dynamics.plot import plot_drift_curves
+
+    first: dict[str, Mapping[str, Any]] = {}
+    for run in sorted(runs, key=lambda r: r["seed"]):
+        group = str(run["config"].get("group"))
+        if group not in first and "to_e_curve_nom" in run["metrics"]:
+            first[group] = run["metrics"]
+    if not first:
+        return []
+    ordered = {g: first[g] for g in sorted(first, key=lambda g: -float(first[g].get("rel_dim", 0.0)))}
+    return [plot_drift_curves(ordered, Path(out_dir) / "dynamics-drift_curves.png")]
+
+
 register(
     Experiment(
         name="dynamics-drift",
@@ -173,6 +189,7 @@ register(
             "aug_passes": 3, "runs": 2, "lr": 0.1,
         },
         sweep={"group": GROUPS, "seed": (0, 1, 2)},
+        figures=figures,
         quick_sweep={"group": GROUPS, "seed": (0,)},
         plots=(
             Plot(x="travelled_nom", y="to_e_nom", hue="group", kind="scatter", logy=True,

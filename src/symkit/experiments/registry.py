@@ -15,6 +15,8 @@ Anatomy of an experiment:
 - ``paper``: the paper's numbers, shown beside ours by ``symkit report``.
 - ``plots``: what ``symkit report`` draws from the aggregated metrics.
 - ``summarize``: optional, extra report text built from the seed-aggregated rows (see :data:`Summarize`).
+- ``figures``: optional, figures that need the individual runs (curves, say) rather than seed means (see
+  :data:`Figures`); ``symkit report`` calls it beside the declared ``plots``.
 
 Modules outside the package can register experiments too: list them, comma-separated, in the environment variable
 ``SYMKIT_EXPERIMENT_MODULES`` and they are imported with the built-in ones (worker processes inherit it). A module
@@ -41,6 +43,9 @@ Metrics = dict[str, Any]
 #: ``summarize(rows) -> str``; each row is ``{"config": {...}, "n": seeds, "mean": {metric: value},
 #: "stderr": {metric: value or None}}`` (metrics that are not numbers appear in ``mean`` as their common value).
 Summarize = Callable[[Sequence[Mapping[str, Any]]], str]
+#: ``figures(runs, out_dir) -> [paths written]``; each run is ``{"config": {...}, "seed": int, "metrics": {...}}``
+#: (successful runs only).
+Figures = Callable[[Sequence[Mapping[str, Any]], "os.PathLike[str] | str"], Sequence[Any]]
 T_ = TypeVar("T_")
 
 
@@ -89,6 +94,7 @@ class Experiment:
     plots: Sequence[Plot] = ()
     points: Callable[[bool], Sequence[Mapping[str, Any]]] | None = None
     summarize: Summarize | None = None
+    figures: Figures | None = None
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.config):

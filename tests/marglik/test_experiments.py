@@ -55,3 +55,17 @@ def test_layerwise_rotated_quick_run_reports_three_paths():
         total = m["fc_rel_per_layer"][layer] + m["conv_rel_per_layer"][layer] + m["gconv_rel_per_layer"][layer]
         assert total == pytest.approx(100.0, abs=1e-2)
     assert m["test_acc"] > 10.0 * 1.5  # above chance (10 classes)
+
+
+def test_quadrant_summary_gives_the_learned_minus_conv_difference_per_task():
+    from symkit.experiments.layerwise_quadrant import summarize
+
+    def row(task, model, acc, se):
+        return {"config": {"task": task, "model": model, "method": "laplace"}, "n": 5,
+                "mean": {"test_acc": acc}, "stderr": {"test_acc": se}}
+
+    text = summarize([row("digit", "ffc+conv", 89.5, 0.3), row("digit", "conv", 90.5, 0.4),
+                      row("digit_quadrant", "conv", 23.0, 1.0)])
+    assert "| digit | laplace | 89.50 ± 0.30 | 90.50 ± 0.40 | -1.00 ± 0.50 | 5, 5 |" in text
+    assert "digit_quadrant" not in text  # no learned model stored for that task: no row
+    assert summarize([row("digit", "conv", 90.0, 0.1)]) == ""

@@ -9,7 +9,10 @@ on both tasks, next to the strictly convolutional model. The network is the pape
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -61,6 +64,20 @@ def run(cfg: LayerwiseQuadrantConfig) -> dict:
     return metrics
 
 
+def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Learned (F-FC+CONV) minus CONV test accuracy per task and method; s.e. of a difference of two means."""
+    by_key = {(r["config"].get("task"), r["config"].get("method"), r["config"].get("model")): r for r in rows}
+    lines = ["| task | method | F-FC+CONV % | CONV % | learned − CONV (points) | seeds |", "|---|---|---|---|---|---|"]
+    for task, method in sorted({(t, m) for t, m, _ in by_key}):
+        learned, conv = by_key.get((task, method, "ffc+conv")), by_key.get((task, method, "conv"))
+        if learned is None or conv is None:
+            continue
+        (a, sa), (b, sb) = ((r["mean"]["test_acc"], r["stderr"].get("test_acc") or 0.0) for r in (learned, conv))
+        lines.append(f"| {task} | {method} | {a:.2f} ± {sa:.2f} | {b:.2f} ± {sb:.2f} | {a - b:+.2f} ± "
+                     f"{math.hypot(sa, sb):.2f} | {learned['n']}, {conv['n']} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 register(Experiment(
     name="layerwise-quadrant",
     description="Learned layer-wise equivariance (F-FC+CONV + Laplace marginal likelihood) vs CONV on digits "
@@ -68,6 +85,7 @@ register(Experiment(
     reproduces="van der Ouderaa, Immer & van der Wilk 2023, Table 1 (quadrant MNIST)",
     config=LayerwiseQuadrantConfig,
     run=run,
+    summarize=summarize,
     quick={"n_epochs": 8, "burnin": 4, "frequency": 4, "n_hypersteps": 10, "alpha": 2, "n_test": 300,
            "mc_samples": 1, "batch_size": 64},
     sweep={"task": ["digit", "digit_quadrant"], "model": ["conv", "ffc+conv"], "method": ["map", "laplace"],

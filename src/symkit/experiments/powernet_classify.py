@@ -137,7 +137,8 @@ register(
         config=ClassifyConfig,
         run=run,
         quick={"canvas": 16, "digit_size": 8, "max_shift": 2.0, "epochs": 3, "train_subset": 400, "test_copies": 1},
-        sweep={"seed": (0, 1, 2, 3, 4)},  # one seed tells little: the CNN alone ranges 47-83% over seeds
+        sweep={"seed": (0, 1, 2, 3, 4)},  # one seed tells little: the CNN alone ranges 68-83% over seeds
+        quick_sweep={"seed": (0,)},
         paper=(
             PaperValue("powernet_test_acc", 0.84, {}, "§4.2 text"),
             PaperValue("cnn_test_acc", 0.84, {}, "§4.2 text ('identical performance')"),

@@ -324,7 +324,7 @@ def build_report(
                 plots.append(path)
         if experiment.figures is not None:
             Path(plot_dir).mkdir(parents=True, exist_ok=True)
-            runs = [{"config": dict(r.config), "seed": r.seed, "metrics": dict(r.metrics or {})}
+            runs = [{"config": dict(r.config), "seed": r.seed, "metrics": dict(r.metrics)}
                     for r in records if r.status == "ok" and r.metrics is not None]
             plots += [Path(p) for p in experiment.figures(runs, Path(plot_dir))]
     if fmt == "csv":

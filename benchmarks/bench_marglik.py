@@ -65,7 +65,7 @@ def _bench(layer_type, args, xtr, ytr):
     model = RelaxedCNN(1, 40, args.alpha, 16, layer_type, seed=0)
     groups = prior_groups(model)
     log_delta = torch.zeros(len(groups), dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.03, momentum=0.9)  # the experiments' optimiser for θ
 
     def epoch():
         for xb, yb in _batches(xtr, ytr, 32):

@@ -31,6 +31,16 @@ def test_classify_quick_runs_both_models_on_the_same_data():
     # 17 terms per channel pair (4 series of 5, sharing the identity) against 25 conv taps
     assert m["powernet_params"] < m["cnn_params"]
     assert m["acc_gap"] == pytest.approx(m["powernet_test_acc"] - m["cnn_test_acc"])
+    # the second CNN (other initial weights, same data) measures the noise floor of the gap
+    assert m["cnn1_params"] == m["cnn_params"]
+    assert m["cnn_init_gap"] == pytest.approx(m["cnn1_test_acc"] - m["cnn_test_acc"])
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_classify_rejects_bad_cnn_inits(bad):
+    exp = get_experiment("powernet-classify")
+    with pytest.raises(ValueError, match="cnn_inits"):
+        exp.run(exp.make_config(quick=True, cnn_inits=bad))
 
 
 def test_classify_mixed_power_set_is_conv_kernel_plus_series():
@@ -42,3 +52,15 @@ def test_classify_mixed_power_set_is_conv_kernel_plus_series():
     shifts = {(i, j) for r, s, i, j in p if r == 0 and s == 0}
     assert shifts == {(i, j) for i in range(-2, 3) for j in range(-2, 3)}
     assert {r for r, s, i, j in p if r} == {-2, -1, 1, 2} and all(i == j == 0 for r, s, i, j in p if r or s)
+
+
+def test_classify_summary_pairs_the_gap_and_shows_the_noise_floor():
+    from symkit.experiments.powernet_classify import summarize
+
+    row = {"config": {"channels": [8, 16, 32, 64], "combine": "sum"}, "n": 5,
+           "mean": {"powernet_test_acc": 0.88, "cnn_test_acc": 0.89, "acc_gap": -0.01, "cnn_init_gap": 0.01},
+           "stderr": {"acc_gap": 0.005, "cnn_init_gap": 0.005}}
+    text = summarize([row])
+    # t(0.975, 4) = 2.776: interval -1.00 -+ 1.39 points; rms = sqrt(1^2 + 0.5^2 * 4) = sqrt(2)
+    assert "| 8,16,32,64 | sum | 5 | 88.00 | 89.00 | -1.00 ± 0.50 | [-2.39, +0.39] | 1.41 |" in text
+    assert summarize([{"config": {}, "n": 1, "mean": {"x": 1.0}, "stderr": {}}]) == ""

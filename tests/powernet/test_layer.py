@@ -121,6 +121,26 @@ def test_permutation_fast_path_matches_generic_path():
     assert torch.autograd.gradcheck(lambda v: layer(v), (x[:1].clone().requires_grad_(True),))
 
 
+@pytest.mark.parametrize("powers", [
+    None,  # combine="sum": the shift series are gathered, the SW series step from the identity
+    [(0, 0, i, j) for i in (-1, 0, 1) for j in (-1, 0, 1)] + [(1, 0, 0, 0), (0, -2, 0, 0), (1, 0, 1, 0)],
+    [(1, 0, 0, 0), (0, 0, 0, 1), (0, 0, 0, 0)],  # terms out of the internal order
+    [(2, 1, 0, 0), (1, 0, 0, 0)],  # nothing but stepped terms
+])
+def test_mixed_dense_and_permutation_bases_match_the_generic_path(powers):
+    shape = (5, 4)
+    bases = [make_base("rotation", shape, 0.4), make_base("scaling", shape, 0.1), grid_shift(shape, 0),
+             grid_shift(shape, 1)]
+    layer = _layer(bases, c_in=2, c_out=3, k=3, powers=powers, combine="sum")
+    assert layer.table is not None  # the two trailing shifts are one gather
+    x = torch.randn(3, 2, 20, dtype=torch.float64)
+    torch.testing.assert_close(layer.terms(x), layer._terms_generic(x), atol=1e-12, rtol=0)
+    w = layer.weight_matrix()
+    torch.testing.assert_close(layer(x), torch.einsum("oiaj,nij->noa", w, x) + layer.bias[:, None], atol=1e-12,
+                               rtol=0)
+    assert torch.autograd.gradcheck(lambda v: layer(v), (x[:1].clone().requires_grad_(True),))
+
+
 def test_dense_layer_gradcheck():
     layer = _layer(make_base("rotation", 4, 0.4), c_in=2, c_out=2, k=3, bias="full")
     x = torch.randn(2, 2, 16, dtype=torch.float64, requires_grad=True)

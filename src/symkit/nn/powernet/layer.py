@@ -147,13 +147,32 @@ class PowerLayer(nn.Module):
         # one step per base: M^D (its inverse M^-D is stored with it), built once, only for dilation D > 1
         self.steps = nn.ModuleList(base if d == 1 else base.power(d) for base, d in zip(base_list, dil))
         self.register_buffer("powers", torch.tensor(power_list, dtype=torch.long), persistent=False)
-        # permutation bases only: every term is a permutation, so the whole stack is one gather with an index table
-        if all(b.is_permutation for b in base_list):
-            table = self._term_table()
+        # the trailing run of permutation bases (applied first) is one gather with an index table; when every base
+        # is a permutation that gather is the whole stack, otherwise the other bases step on top of its outputs
+        n_perm = 0
+        while n_perm < nb and base_list[nb - 1 - n_perm].is_permutation:
+            n_perm += 1
+        self._first_stepped = nb - n_perm  # bases [0, _first_stepped) are applied by repeated steps
+        # ``internal`` is the order in which the stack is built: gathered terms first, then stepped ones
+        first = nb - n_perm
+        pure = [p for p in power_list if not any(p[:first])]
+        self._stepped = [p for p in power_list if any(p[:first])]
+        pure_rows = [p[first:] for p in pure]  # gather rows: the gathered terms, then suffixes only stepped from
+        self._rows = pure_rows + sorted({p[first:] for p in self._stepped} - set(pure_rows))
+        internal = pure + self._stepped if n_perm else list(power_list)  # no gather: build in the order of K
+        where = {p: i for i, p in enumerate(internal)}
+        self.register_buffer("term_order", torch.tensor([where[p] for p in power_list]), persistent=False)
+        self.register_buffer("internal_order", torch.tensor([power_list.index(p) for p in internal]),
+                             persistent=False)
+        self._identity_order = internal == power_list
+        if not n_perm:
+            self.table = None
+        else:
+            idx = torch.arange(self.size, dtype=torch.float64)
+            cache = self._extend({(): idx}, first, nb, [(0,) * first + r for r in self._rows])
+            table = torch.stack([cache[r] for r in self._rows]).round().long()
             self.register_buffer("table", table.reshape(-1), persistent=False)
             self.register_buffer("table_inv", torch.argsort(table, dim=1).reshape(-1), persistent=False)
-        else:
-            self.table = None
 
         factory = {"dtype": dtype} if dtype is not None else {}
         k = len(power_list)
@@ -199,7 +218,7 @@ class PowerLayer(nn.Module):
         inputs strongly (``g ~ 14`` for ``expm(0.2 G_scale)`` at 28x28), which ``normalize_terms=True`` divides out
         (coefficients ``theta_k / g_k``, so the layer is still ``sum theta'_k T_k``).
         """
-        if self.table is not None:
+        if self._first_stepped == 0:
             return torch.ones(self.num_terms, dtype=torch.float64)
         z = torch.randn(probes, self.size, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
         t = self._terms_generic(z)
@@ -210,27 +229,37 @@ class PowerLayer(nn.Module):
         """The coefficients ``theta^(o,c)_k`` of the Laurent series, ``(c_out, c_in, |K|)``."""
         return self.weight * self.term_scale if self.normalize_terms else self.weight
 
-    def _term_table(self) -> torch.Tensor:
-        """``(|K|, d)`` indices with ``(A^i ... Z^q x)[a] = x[table[k, a]]`` (permutation bases only)."""
-        idx = torch.arange(self.size, dtype=torch.float64)
-        return self._terms_generic(idx).round().long()
-
     def terms(self, x: torch.Tensor) -> torch.Tensor:
         """The stack ``[A^{i D_A} ... Z^{q D_Z} x]_{(i..q) in K}`` of shape ``(..., |K|, d)`` for ``x`` ``(..., d)``.
 
-        For general bases, shared suffixes are computed once: the last base is applied first, by repeated steps
-        from power 0. When every base is a permutation the stack is a single gather with a precomputed index table.
+        The last base is applied first. The trailing permutation bases (all of them, or e.g. the two shifts of a
+        layer that adds SW series) are one gather with a precomputed index table; every other base is applied by
+        repeated steps from power 0, each shared suffix computed once.
         """
-        if self.table is not None:
-            return _GatherTerms.apply(x, self.table, self.table_inv, self.num_terms)
-        return self._terms_generic(x)
+        t = self._terms_internal(x)
+        return t if self._identity_order else t.index_select(-2, self.term_order)
 
-    def _terms_generic(self, x: torch.Tensor) -> torch.Tensor:
-        nb = len(self.bases)
-        cache: dict[tuple[int, ...], torch.Tensor] = {(): x}
-        for b in reversed(range(nb)):
+    def _terms_internal(self, x: torch.Tensor) -> torch.Tensor:
+        """The stack in the layer's internal order: gathered terms first, then the stepped ones."""
+        if self.table is None:
+            return self._terms_generic(x)
+        first = self._first_stepped
+        gathered = _GatherTerms.apply(x, self.table, self.table_inv, len(self._rows))
+        if not self._stepped:
+            return gathered
+        cache = {r: gathered[..., i, :] for i, r in enumerate(self._rows)}
+        cache = self._extend(cache, 0, first, self._stepped)
+        n_pure = len(self.power_list) - len(self._stepped)
+        return torch.cat([gathered[..., :n_pure, :], torch.stack([cache[p] for p in self._stepped], dim=-2)], dim=-2)
+
+    def _extend(self, cache: dict[tuple[int, ...], torch.Tensor], lo: int, hi: int,
+                powers: Sequence[tuple[int, ...]] | None = None) -> dict[tuple[int, ...], torch.Tensor]:
+        """Terms keyed by the powers of bases ``hi..`` extended to keys of bases ``lo..`` (for the multi-indices
+        ``powers``, default all): bases ``hi - 1`` down to ``lo`` are applied by repeated steps from power 0, each
+        shared suffix computed once."""
+        for b in reversed(range(lo, hi)):
             groups: dict[tuple[int, ...], set[int]] = defaultdict(set)
-            for p in self.power_list:
+            for p in self.power_list if powers is None else powers:
                 groups[p[b + 1:]].add(p[b])
             new: dict[tuple[int, ...], torch.Tensor] = {}
             for suffix, exps in groups.items():
@@ -245,6 +274,10 @@ class PowerLayer(nn.Module):
                         if sign * e in exps:
                             new[(sign * e, *suffix)] = cur
             cache = new
+        return cache
+
+    def _terms_generic(self, x: torch.Tensor) -> torch.Tensor:
+        cache = self._extend({(): x}, 0, len(self.bases))
         return torch.stack([cache[p] for p in self.power_list], dim=-2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -257,9 +290,11 @@ class PowerLayer(nn.Module):
         flat = x.reshape(x.shape[0], self.in_channels, -1)
         if flat.shape[-1] != self.size:
             raise ValueError(f"PowerLayer acts on {self.size} pixels per channel, got input shape {tuple(x.shape)}")
-        t = self.terms(flat)  # (N, c_in, K, d)
+        t = self._terms_internal(flat)  # (N, c_in, K, d), K in the internal order
         n, c, k, d = t.shape
-        y = torch.matmul(self.effective_weight().reshape(self.out_channels, c * k), t.reshape(n, c * k, d))
+        w = self.effective_weight()
+        w = w if self._identity_order else w.index_select(-1, self.internal_order)
+        y = torch.matmul(w.reshape(self.out_channels, c * k), t.reshape(n, c * k, d))
         if self.bias is not None:
             y = y + (self.bias[:, None] if self.bias_mode == "channel" else self.bias)
         if self.activation is not None:

@@ -46,6 +46,9 @@ def test_aggregate_gives_mean_stderr_and_paper_values(records):
     assert g.mean["note"] == "(varies: s0, s1, s2)"
     assert g.paper["err"].value == 0.5
     assert all("err" not in other.paper for other in groups if other is not g)
+    row = g.as_row()  # what ``summarize`` receives: the aggregates and every seed's own metrics
+    assert row["n"] == 3 and row["mean"]["err"] == pytest.approx(3.0)
+    assert [row["by_seed"][s]["err"] for s in (0, 1, 2)] == [2.0, 3.0, 4.0]
 
 
 def test_bars_without_hue_are_split_by_the_other_varying_field_and_scatter_is_not(records):

@@ -57,10 +57,13 @@ def test_classify_mixed_power_set_is_conv_kernel_plus_series():
 def test_classify_summary_pairs_the_gap_and_shows_the_noise_floor():
     from symkit.experiments.powernet_classify import summarize
 
-    row = {"config": {"channels": [8, 16, 32, 64], "combine": "sum"}, "n": 5,
-           "mean": {"powernet_test_acc": 0.88, "cnn_test_acc": 0.89, "acc_gap": -0.01, "cnn_init_gap": 0.01},
-           "stderr": {"acc_gap": 0.005, "cnn_init_gap": 0.005}}
+    accs = {0: (0.90, 0.91, 0.93), 1: (0.88, 0.90, 0.88), 2: (0.86, 0.86, 0.86)}  # PowerNet, CNN, second CNN
+    by_seed = {s: {"powernet_test_acc": p, "cnn_test_acc": c, "cnn1_test_acc": c1, "acc_gap": p - c}
+               for s, (p, c, c1) in accs.items()}
+    row = {"config": {"channels": [8, 16, 32, 64], "combine": "sum", "cnn_inits": 2}, "n": 3, "mean": {},
+           "stderr": {}, "by_seed": by_seed}
     text = summarize([row])
-    # t(0.975, 4) = 2.776: interval -1.00 -+ 1.39 points; rms = sqrt(1^2 + 0.5^2 * 4) = sqrt(2)
-    assert "| 8,16,32,64 | sum | 5 | 88.00 | 89.00 | -1.00 ± 0.50 | [-2.39, +0.39] | 1.41 |" in text
-    assert summarize([{"config": {}, "n": 1, "mean": {"x": 1.0}, "stderr": {}}]) == ""
+    # gaps -1, -2, 0 and -2, -1, 0 points: mean -1, s.e. 1/sqrt(3), t(0.975, 2) = 4.303; CNN-vs-CNN 2, -2, 0
+    assert ("| 8,16,32,64 | sum | 3 | 88.00 | 89.00 | -1.00 ± 0.58 | [-3.48, +1.48] | -1.00 ± 0.58 | [-3.48, +1.48] "
+            "| 1.63 |") in text
+    assert summarize([{"config": {}, "n": 1, "mean": {"x": 1.0}, "stderr": {}, "by_seed": {0: {"x": 1.0}}}]) == ""

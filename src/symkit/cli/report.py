@@ -29,6 +29,7 @@ class Group:
     mean: dict[str, Any] = field(default_factory=dict)
     stderr: dict[str, float | None] = field(default_factory=dict)
     paper: dict[str, PaperValue] = field(default_factory=dict)
+    metrics_by_seed: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def value(self, key: str) -> Any:
         """A config field or, failing that, the aggregated metric ``key``."""
@@ -37,7 +38,7 @@ class Group:
     def as_row(self) -> dict[str, Any]:
         """The plain-dict form handed to an experiment's ``summarize``."""
         return {"config": dict(self.config), "n": len(self.seeds), "mean": dict(self.mean),
-                "stderr": dict(self.stderr)}
+                "stderr": dict(self.stderr), "by_seed": {s: dict(m) for s, m in self.metrics_by_seed.items()}}
 
 
 @dataclass
@@ -97,7 +98,8 @@ def aggregate(experiment: Experiment, records: Sequence[RunRecord]) -> list[Grou
     groups = []
     for runs in by_hash.values():
         config = {k: v for k, v in runs[0].config.items() if k != "seed"}
-        group = Group(config=config, seeds=sorted(r.seed for r in runs))
+        group = Group(config=config, seeds=sorted(r.seed for r in runs),
+                      metrics_by_seed={r.seed: dict(r.metrics or {}) for r in sorted(runs, key=lambda r: r.seed)})
         names: dict[str, None] = {}
         for run in runs:
             names.update(dict.fromkeys(run.metrics or {}))

@@ -145,25 +145,40 @@ def run(config: ClassifyConfig) -> dict:
     return out
 
 
+def _t_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean, standard error and the half-width of the 95% t-interval of ``values`` (nan beyond the mean for n < 2)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, math.nan, math.nan
+    se = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+    return mean, se, float(stats.t.ppf(0.975, n - 1)) * se
+
+
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The paired gap PowerNet − CNN per setting, in points, with its 95% t-interval over seeds, beside the noise
-    floor: the root mean square of ``cnn_init_gap`` (two CNNs that differ only in their initial weights)."""
-    lines = ["| channels | combine | seeds | PowerNet % | CNN % | gap (paired) | 95% interval | CNN-vs-CNN rms |",
-             "|---|---|---|---|---|---|---|---|"]
+    """Per setting, in points: the paired gap PowerNet − CNN (first CNN, as ``acc_gap``) and PowerNet − the mean of
+    all ``cnn_inits`` CNNs (less noisy), each with its 95% t-interval over seeds, beside the noise floor: the root mean
+    square over seeds of the difference between two CNNs that differ only in their initial weights."""
+    lines = ["| channels | combine | seeds | PowerNet % | CNN % | gap to CNN | 95% interval | gap to mean of CNNs "
+             "| 95% interval | CNN-vs-CNN rms |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        n, mean, se = r["n"], r["mean"], r["stderr"]
-        if "acc_gap" not in mean:
+        runs = [m for m in r.get("by_seed", {}).values() if "acc_gap" in m]
+        if not runs:
             continue
-        gap, gap_se = 100 * mean["acc_gap"], 100 * (se.get("acc_gap") or 0.0)
-        half = stats.t.ppf(0.975, n - 1) * gap_se if n > 1 else math.nan
-        floor = "–"
-        if "cnn_init_gap" in mean:  # rms from the mean and the standard error: sd^2 (n-1)/n + mean^2
-            m, s = 100 * mean["cnn_init_gap"], 100 * (se.get("cnn_init_gap") or 0.0)
-            floor = f"{math.sqrt(m * m + s * s * (n - 1)):.2f}"
+        inits = int(r["config"].get("cnn_inits", 1))
+        cnns = [[m["cnn_test_acc"]] + [m[f"cnn{i}_test_acc"] for i in range(1, inits) if f"cnn{i}_test_acc" in m]
+                for m in runs]
+        gap, gap_se, gap_half = _t_interval([100 * m["acc_gap"] for m in runs])
+        to_mean = [100 * (m["powernet_test_acc"] - sum(c) / len(c)) for m, c in zip(runs, cnns)]
+        mgap, mgap_se, mgap_half = _t_interval(to_mean)
+        floors = [100 * (c[1] - c[0]) for c in cnns if len(c) > 1]
+        floor = f"{math.sqrt(sum(f * f for f in floors) / len(floors)):.2f}" if floors else "–"
         chans = ",".join(str(c) for c in r["config"].get("channels", []))
-        lines.append(f"| {chans} | {r['config'].get('combine')} | {n} | {100 * mean['powernet_test_acc']:.2f} | "
-                     f"{100 * mean['cnn_test_acc']:.2f} | {gap:+.2f} ± {gap_se:.2f} | "
-                     f"[{gap - half:+.2f}, {gap + half:+.2f}] | {floor} |")
+        pn = 100 * sum(m["powernet_test_acc"] for m in runs) / len(runs)
+        cnn = 100 * sum(m["cnn_test_acc"] for m in runs) / len(runs)
+        lines.append(f"| {chans} | {r['config'].get('combine')} | {len(runs)} | {pn:.2f} | {cnn:.2f} | "
+                     f"{gap:+.2f} ± {gap_se:.2f} | [{gap - gap_half:+.2f}, {gap + gap_half:+.2f}] | "
+                     f"{mgap:+.2f} ± {mgap_se:.2f} | [{mgap - mgap_half:+.2f}, {mgap + mgap_half:+.2f}] | {floor} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 

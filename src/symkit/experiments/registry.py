@@ -41,7 +41,8 @@ from typing import Any, TypeVar
 
 Metrics = dict[str, Any]
 #: ``summarize(rows) -> str``; each row is ``{"config": {...}, "n": seeds, "mean": {metric: value},
-#: "stderr": {metric: value or None}}`` (metrics that are not numbers appear in ``mean`` as their common value).
+#: "stderr": {metric: value or None}, "by_seed": {seed: {metric: value}}}`` (metrics that are not numbers appear in
+#: ``mean`` as their common value; ``by_seed`` holds every run's own metrics, for paired statistics).
 Summarize = Callable[[Sequence[Mapping[str, Any]]], str]
 #: ``figures(runs, out_dir) -> [paths written]``; each run is ``{"config": {...}, "seed": int, "metrics": {...}}``
 #: (successful runs only).

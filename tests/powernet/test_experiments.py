@@ -66,4 +66,6 @@ def test_classify_summary_pairs_the_gap_and_shows_the_noise_floor():
     # gaps -1, -2, 0 and -2, -1, 0 points: mean -1, s.e. 1/sqrt(3), t(0.975, 2) = 4.303; CNN-vs-CNN 2, -2, 0
     assert ("| 8,16,32,64 | sum | 3 | 88.00 | 89.00 | -1.00 ± 0.58 | [-3.48, +1.48] | -1.00 ± 0.58 | [-3.48, +1.48] "
             "| 1.63 |") in text
+    one = dict(row, n=1, by_seed={0: by_seed[0]})  # one seed: no standard error, no interval
+    assert "| 8,16,32,64 | sum | 1 | 90.00 | 91.00 | -1.00 | – | -2.00 | – | 2.00 |" in summarize([one])
     assert summarize([{"config": {}, "n": 1, "mean": {"x": 1.0}, "stderr": {}, "by_seed": {0: {"x": 1.0}}}]) == ""

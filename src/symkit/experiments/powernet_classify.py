@@ -156,6 +156,13 @@ def _t_interval(values: Sequence[float]) -> tuple[float, float, float]:
     return mean, se, float(stats.t.ppf(0.975, n - 1)) * se
 
 
+def _with_interval(mean: float, se: float, half: float) -> str:
+    """``mean ± se | [low, high]`` cells; a single seed has neither (``–``)."""
+    if math.isnan(se):
+        return f"{mean:+.2f} | –"
+    return f"{mean:+.2f} ± {se:.2f} | [{mean - half:+.2f}, {mean + half:+.2f}]"
+
+
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per setting, in points: the paired gap PowerNet − CNN (first CNN, as ``acc_gap``) and PowerNet − the mean of
     all ``cnn_inits`` CNNs (less noisy), each with its 95% t-interval over seeds, beside the noise floor: the root mean
@@ -178,8 +185,8 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
         pn = 100 * sum(m["powernet_test_acc"] for m in runs) / len(runs)
         cnn = 100 * sum(m["cnn_test_acc"] for m in runs) / len(runs)
         lines.append(f"| {chans} | {r['config'].get('combine')} | {len(runs)} | {pn:.2f} | {cnn:.2f} | "
-                     f"{gap:+.2f} ± {gap_se:.2f} | [{gap - gap_half:+.2f}, {gap + gap_half:+.2f}] | "
-                     f"{mgap:+.2f} ± {mgap_se:.2f} | [{mgap - mgap_half:+.2f}, {mgap + mgap_half:+.2f}] | {floor} |")
+                     f"{_with_interval(gap, gap_se, gap_half)} | {_with_interval(mgap, mgap_se, mgap_half)} | "
+                     f"{floor} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 

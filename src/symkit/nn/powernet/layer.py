@@ -152,9 +152,8 @@ class PowerLayer(nn.Module):
         n_perm = 0
         while n_perm < nb and base_list[nb - 1 - n_perm].is_permutation:
             n_perm += 1
-        self._first_stepped = nb - n_perm  # bases [0, _first_stepped) are applied by repeated steps
+        first = self._first_stepped = nb - n_perm  # bases [0, first) are applied by repeated steps
         # ``internal`` is the order in which the stack is built: gathered terms first, then stepped ones
-        first = nb - n_perm
         pure = [p for p in power_list if not any(p[:first])]
         self._stepped = [p for p in power_list if any(p[:first])]
         pure_rows = [p[first:] for p in pure]  # gather rows: the gathered terms, then suffixes only stepped from

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from scipy import stats
@@ -148,12 +149,11 @@ def run(config: ClassifyConfig) -> dict:
 
 def _t_interval(values: Sequence[float]) -> tuple[float, float, float]:
     """Mean, standard error and the half-width of the 95% t-interval of ``values`` (nan beyond the mean for n < 2)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
+    mean = float(np.mean(values))
+    if len(values) < 2:
         return mean, math.nan, math.nan
-    se = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
-    return mean, se, float(stats.t.ppf(0.975, n - 1)) * se
+    se = float(stats.sem(values))
+    return mean, se, float(stats.t.ppf(0.975, len(values) - 1)) * se
 
 
 def _with_interval(mean: float, se: float, half: float) -> str:

@@ -153,9 +153,9 @@ def test_disk_cache_concurrent_writers_and_corruption(tmp_path, monkeypatch):
     np.testing.assert_array_equal(got, np.arange(50_000, dtype=float) * (1 + len(key)))
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]
     # a corrupted entry is removed and reported missing
-    (tmp_path / f"{key}.npy").write_bytes(b"garbage")
+    (tmp_path / f"{key}.npz").write_bytes(b"garbage")
     assert disk.cache_get(key) is None
-    assert not (tmp_path / f"{key}.npy").exists()
+    assert not (tmp_path / f"{key}.npz").exists()
 
 
 def test_solver_uses_and_rebuilds_disk_cache(tmp_path, monkeypatch):
@@ -164,7 +164,7 @@ def test_solver_uses_and_rebuilds_disk_cache(tmp_path, monkeypatch):
     rep = T(3, 0, SO(3))
     clear_memory_cache()
     Q1 = rep.equivariant_basis(method="dense")
-    files = list(tmp_path.glob("*.npy"))
+    files = list(tmp_path.glob("*.npz"))
     assert len(files) == 1
     clear_memory_cache()
     np.testing.assert_array_equal(rep.equivariant_basis(method="dense"), Q1)
@@ -172,7 +172,7 @@ def test_solver_uses_and_rebuilds_disk_cache(tmp_path, monkeypatch):
     clear_memory_cache()
     Q3 = rep.equivariant_basis(method="dense")
     np.testing.assert_allclose(Q3 @ Q3.T, Q1 @ Q1.T, atol=1e-12)
-    assert np.load(files[0]).shape == Q1.shape
+    assert np.load(files[0])["payload"].shape == Q1.shape
 
 
 def test_auto_uses_the_weight_path_above_dense_max(monkeypatch):

@@ -1,24 +1,36 @@
-"""On-disk cache of solved bases, safe under concurrent writers and self-healing on corrupted entries.
+"""On-disk cache of solved bases: atomic writes, checked reads, private directories.
 
-Location: ``$SYMKIT_CACHE_DIR`` if set, else the user cache directory (platformdirs) / "symkit".
-``SYMKIT_CACHE=0`` disables it. Entries are .npy files written to a temporary file in the same directory and moved
-into place with `os.replace`, which is atomic on POSIX and Windows, so two processes writing the same key both
-leave a complete file. An unreadable entry is deleted and recomputed.
+Location: ``$SYMKIT_CACHE_DIR`` if set, else the user cache directory (platformdirs) / "symkit" / "bases".
+``SYMKIT_CACHE=0`` disables it.
+
+Each entry is one ``.npz`` file (no pickles) holding the array and a header: the format version, the dtype, the
+shape and the sha256 of the payload. It is written to a temporary file in the same directory and moved into place
+with `os.replace` (atomic on POSIX and Windows), so concurrent writers both leave a complete file. A read returns
+the array only when the header matches the payload and every value is finite; the caller
+(`symkit.reps.solve`) then checks the basis itself (orthonormal, invariant, the rank where it is cheap). Anything
+that fails is deleted and recomputed. A directory that another user owns or that others can write to is not used
+(a warning says so): anyone who can write there could plant a basis that passes the checks but is incomplete.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import os
+import stat
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["cache_dir", "cache_enabled", "cache_get", "cache_put", "cache_key"]
+__all__ = ["cache_dir", "cache_enabled", "cache_get", "cache_put", "cache_discard", "cache_key", "CACHE_VERSION"]
 
-#: bump when the solvers change in a way that changes stored bases
-CACHE_VERSION = "1"
+#: bump when the solvers or the entry format change; older entries are misses and are replaced
+CACHE_VERSION = "2"
+_SUFFIX = ".npz"
+_WARNED: set[str] = set()
 
 
 def cache_enabled() -> bool:
@@ -29,12 +41,9 @@ def cache_dir() -> Path:
     env = os.environ.get("SYMKIT_CACHE_DIR")
     if env:
         return Path(env)
-    try:
-        import platformdirs
+    import platformdirs
 
-        return Path(platformdirs.user_cache_dir("symkit")) / "bases"
-    except Exception:  # pragma: no cover - platformdirs is a dependency
-        return Path.home() / ".cache" / "symkit" / "bases"
+    return Path(platformdirs.user_cache_dir("symkit")) / "bases"
 
 
 def cache_key(*parts: object) -> str:
@@ -46,38 +55,101 @@ def cache_key(*parts: object) -> str:
     return h.hexdigest()[:40]
 
 
-def cache_get(key: str) -> np.ndarray | None:
-    """The stored array for `key`, or None (missing, disabled, or corrupted: a corrupted file is removed)."""
+def _private(d: Path) -> bool:
+    """True when d is ours and no one else can write to it (always true where there are no POSIX owners)."""
+    if not hasattr(os, "getuid"):  # pragma: no cover - Windows
+        return True
+    try:
+        st = d.stat()
+    except OSError:
+        return False
+    if st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return True
+    if str(d) not in _WARNED:
+        _WARNED.add(str(d))
+        warnings.warn(
+            f"symkit basis cache {d} is owned by another user or writable by others; not using it "
+            f"(run `chmod go-w {d}`, or set SYMKIT_CACHE_DIR to a private directory)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return False
+
+
+def _usable_dir(create: bool) -> Path | None:
     if not cache_enabled():
         return None
-    path = cache_dir() / f"{key}.npy"
-    if not path.exists():
-        return None
-    try:
-        arr = np.load(path, allow_pickle=False)
-        if not isinstance(arr, np.ndarray):
-            raise ValueError("not an array")
-        return arr
-    except Exception:
+    d = cache_dir()
+    if create:
         try:
-            path.unlink()
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError:
+            return None
+    if not d.is_dir():
+        return None
+    return d if _private(d) else None
+
+
+def _digest(arr: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
+
+
+def cache_discard(key: str) -> None:
+    """Delete the entry for `key` (and an entry of an older format), ignoring missing files."""
+    d = cache_dir()
+    for name in (f"{key}{_SUFFIX}", f"{key}.npy"):
+        try:
+            (d / name).unlink()
         except OSError:
             pass
+
+
+def cache_get(key: str) -> np.ndarray | None:
+    """The stored array for `key`, or None: missing, disabled, unsafe directory, or failing a check (format
+    version, dtype, shape, sha256 of the payload, finite values), in which case the entry is deleted."""
+    d = _usable_dir(create=False)
+    if d is None:
         return None
+    path = d / f"{key}{_SUFFIX}"
+    if not path.exists():
+        if (d / f"{key}.npy").exists():  # an entry of the first format: no header, so it is recomputed
+            cache_discard(key)
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arr, head = z["payload"], json.loads(z["header"].tobytes().decode())
+        ok = (
+            head.get("format") == CACHE_VERSION
+            and head.get("dtype") == str(arr.dtype)
+            and head.get("shape") == list(arr.shape)
+            and head.get("sha256") == _digest(arr)
+            and np.issubdtype(arr.dtype, np.number)
+            and bool(np.all(np.isfinite(arr)))
+        )
+    except Exception:  # unreadable, truncated, not an npz, missing fields: all mean "recompute"
+        ok = False
+    if not ok:
+        cache_discard(key)
+        return None
+    return arr
 
 
 def cache_put(key: str, arr: np.ndarray) -> None:
-    """Store `arr` atomically; failures (read-only disk, full disk) are ignored: the cache is an optimisation."""
-    if not cache_enabled():
+    """Store `arr` with its header, atomically; failures (read-only or full disk, unsafe directory) are ignored:
+    the cache is an optimisation."""
+    d = _usable_dir(create=True)
+    if d is None:
         return
-    d = cache_dir()
+    arr = np.ascontiguousarray(arr)
+    head = {"format": CACHE_VERSION, "dtype": str(arr.dtype), "shape": list(arr.shape), "sha256": _digest(arr)}
+    buf = io.BytesIO()
+    np.savez(buf, payload=arr, header=np.frombuffer(json.dumps(head).encode(), dtype=np.uint8))
     try:
-        d.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{key}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                np.save(f, np.asarray(arr), allow_pickle=False)
-            os.replace(tmp, d / f"{key}.npy")
+                f.write(buf.getvalue())
+            os.replace(tmp, d / f"{key}{_SUFFIX}")
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

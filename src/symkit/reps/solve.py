@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
 from symkit.groups.base import Group
-from symkit.linalg.cache import cache_get, cache_key, cache_put
+from symkit.linalg.cache import cache_discard, cache_get, cache_key, cache_put
 from symkit.linalg.nullspace import dense_nullspace, iterative_nullspace, orthonormal_range
 from symkit.linalg.operators import KronOp, KronSumOp
 from symkit.linalg.orbits import orbit_basis, orbit_count
@@ -268,6 +268,33 @@ def _disk_key(G: Group, leaves: tuple, method: str, what: str) -> str:
     return cache_key(what, method, G.fingerprint(), G.name, "|".join(repr(x) + str(x.size) for x in leaves))
 
 
+def _valid_cached_basis(G: Group, leaves: tuple, method: str, Q: np.ndarray, tol: float = 1e-7) -> bool:
+    """Whether a basis read from the disk cache is one: the block's dtype and row count, orthonormal columns,
+    fixed by every discrete generator and killed by every Lie algebra generator (relative to the size of the
+    generators' reps), and, on the Brauer path, as many columns as `brauer_rank`. Much cheaper than solving."""
+    N = int(np.prod([x.size for x in leaves]))
+    gens = [[leaf.rho(h) for leaf in leaves] for h in G.discrete_generators]
+    algs = [[leaf.drho(A) for leaf in leaves] for A in G.lie_algebra]
+    cplx = G.is_complex or any(np.iscomplexobj(m) for ms in gens + algs for m in ms)
+    want_dtype = np.complex128 if cplx and method != "brauer" else np.float64
+    if Q.ndim != 2 or Q.shape[0] != N or Q.dtype != want_dtype:
+        return False
+    if Q.shape[1] == 0:
+        return method != "brauer" or _solve_segment(G, leaves, method, "rank") == 0
+    if np.abs(Q.conj().T @ Q - np.eye(Q.shape[1])).max() > tol:
+        return False
+    rms = float(np.sqrt(np.mean(np.abs(Q) ** 2)))
+    for ms in gens:
+        KQ = KronOp(ms).matmat(Q)
+        if np.sqrt(np.mean(np.abs(KQ - Q) ** 2)) > tol * rms * float(np.prod([np.linalg.norm(m, 2) for m in ms])):
+            return False
+    for ms in algs:
+        AQ = KronSumOp(ms).matmat(Q)
+        if np.sqrt(np.mean(np.abs(AQ) ** 2)) > tol * rms * max(1.0, sum(np.linalg.norm(m, 2) for m in ms)):
+            return False
+    return method != "brauer" or Q.shape[1] == _solve_segment(G, leaves, method, "rank")
+
+
 def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
     """want='basis' -> Q (dense ndarray or sparse); want='rank' -> int."""
     m = _pick(G, leaves, method)
@@ -281,7 +308,7 @@ def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
         elif m == "brauer":
             dk = _disk_key(G, leaves, m, "rank")
             hit = cache_get(dk)
-            if hit is not None and hit.shape == (1,):
+            if hit is not None and hit.shape == (1,) and hit.dtype == np.int64 and hit[0] >= 0:
                 res = int(hit[0])
             else:
                 t0 = time.perf_counter()
@@ -296,10 +323,11 @@ def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
         else:
             dk = _disk_key(G, leaves, m, "basis")
             hit = cache_get(dk)
-            N = int(np.prod([x.size for x in leaves]))
-            if hit is not None and hit.ndim == 2 and hit.shape[0] == N:
+            if hit is not None and _valid_cached_basis(G, leaves, m, hit):
                 res = hit
             else:
+                if hit is not None:
+                    cache_discard(dk)
                 t0 = time.perf_counter()
                 if m == "brauer":
                     res = brauer_basis(G, _kinds(G, leaves))

@@ -1,11 +1,13 @@
 """EMLP layers: exact equivariance for many groups and reps, the uniform_rep allocation, gates, bilinear layer."""
 
+import numpy as np
 import pytest
 import torch
 
 from symkit.groups import O13, SL, SO, C, D, O, S, Z
 from symkit.nn.emlp import EMLP, BiLinear, EquivariantLinear, GatedNonlinearity, gate_count, gated, uniform_rep
 from symkit.reps import Scalar, T, V, equivariance_error
+from symkit.testing import assert_equivariant
 
 GROUPS = [SO(3), O(3), S(5), Z(4), O13(), SL(3), C(4), D(3)]
 
@@ -101,7 +103,7 @@ def test_bilinear_layer_is_equivariant_and_quadratic():
 def test_bad_input_gives_clear_errors():
     G = SO(3)
     layer = EquivariantLinear(V(G), V(G))
-    with pytest.raises(ValueError, match="has size 3 but the input has 4 features"):
+    with pytest.raises(ValueError, match="expects 3 features in the last dimension, got 4"):
         layer(torch.randn(2, 4))
     with pytest.raises(TypeError, match="rep_in must be a symkit Rep"):
         EquivariantLinear(3, V(G))
@@ -134,3 +136,81 @@ def test_emlp_fits_an_o3_invariant_and_needs_the_bilinear_layer_for_it():
     constant (Theorem A.2), so the relative error stays near 1."""
     assert _fit_norm_squared(bilinear=True) < 0.01
     assert _fit_norm_squared(bilinear=False) > 0.9
+
+
+# ------------------------------------------------------------------------------- reps of the model's group only
+def test_a_rep_of_another_group_is_refused_instead_of_giving_a_zero_model():
+    from symkit.groups import O
+    from symkit.nn import RPPEMLP
+
+    for M in (EMLP, RPPEMLP):
+        msg = r"rep_in V\(O\(3\)\) is a rep of O\(3\), not of the model's group SO\(3\)"
+        with pytest.raises(ValueError, match=msg):
+            M(V(O(3)), Scalar, SO(3), ch=16, num_layers=1)
+        with pytest.raises(ValueError, match="rep_out"):
+            M(V(SO(3)), V(O(3)), SO(3), ch=16, num_layers=1)
+    # the same model built from the model's group computes a nonzero invariant
+    torch.manual_seed(0)
+    model = EMLP(V(SO(3)), Scalar, SO(3), ch=16, num_layers=1)
+    assert model(torch.randn(8, 3)).abs().max() > 1e-4
+
+
+def test_unbound_reps_are_bound_to_the_model_group():
+    torch.manual_seed(0)
+    model = EMLP(2 * V + Scalar, V, SO(3), ch=16, num_layers=1)
+    assert model.rep_in.size == 7 and model.rep_out.size == 3
+    assert_equivariant(model, model.rep_in, model.rep_out)
+
+
+# ------------------------------------------------------------------------------------- empty batches and inputs
+def _emlp_family():
+    from symkit.nn import RPPEMLP, BiLinear, EquivariantLinear, GatedNonlinearity, gated
+
+    G = SO(3)
+    rep = 2 * V(G) + Scalar
+    return [
+        (EquivariantLinear(rep, V(G)), rep.size, 3),
+        (BiLinear(gated(V(G) * 2)), gated(V(G) * 2).size, gated(V(G) * 2).size),
+        (GatedNonlinearity(V(G) * 2), gated(V(G) * 2).size, 6),
+        (EMLP(rep, V(G), G, ch=16, num_layers=2), rep.size, 3),
+        (RPPEMLP(rep, V(G), G, ch=16, num_layers=2), rep.size, 3),
+    ]
+
+
+def test_every_emlp_layer_takes_an_empty_batch():
+    for layer, n_in, n_out in _emlp_family():
+        y = layer(torch.zeros(0, n_in))
+        assert y.shape == (0, n_out), type(layer).__name__
+        if y.requires_grad:
+            y.sum().backward()
+        assert layer(torch.zeros(2, 0, n_in)).shape == (2, 0, n_out)
+
+
+def test_image_layers_take_an_empty_batch():
+    from symkit.nn.powernet import ConvNet, PowerNet
+    from symkit.nn.relaxed.layers import EquivConv2d, FactoredFC2d, SpatialFC2d
+
+    for combine in ("product", "sum"):
+        net = PowerNet(["rotation", "shift_up"], (1, 8, 8), (2, 4), 10, num_layers=1, combine=combine).eval()
+        assert net(torch.zeros(0, 1, 8, 8)).shape == (0, 10)
+    assert ConvNet((1, 8, 8), (2, 4), 10, num_layers=1).eval()(torch.zeros(0, 1, 8, 8)).shape == (0, 10)
+    for L in (EquivConv2d, SpatialFC2d, FactoredFC2d):
+        assert L(2, 3, 8)(torch.zeros(0, 2, 8, 8)).shape == (0, 3, 8, 8)
+
+
+@pytest.mark.parametrize("bad,kind,message", [
+    (np.zeros((2, 7)), TypeError, r"expects a torch.Tensor of shape \(batch, 7\), got ndarray"),
+    (torch.zeros(2, 7, dtype=torch.float64), TypeError, "has float32 parameters but the input is float64"),
+    (torch.zeros(2, 7, dtype=torch.long), TypeError, "has float32 parameters but the input is int64"),
+    (torch.zeros(2, 6), ValueError, "expects 7 features in the last dimension, got 6"),
+    (torch.tensor(1.0), ValueError, "got a scalar"),
+])
+def test_bad_inputs_get_one_line_symkit_errors(bad, kind, message):
+    from symkit.nn import RPPEMLP
+
+    G = SO(3)
+    for M in (EMLP, RPPEMLP):
+        model = M(2 * V(G) + Scalar, V(G), G, ch=16, num_layers=1)
+        with pytest.raises(kind, match=message) as info:
+            model(bad)
+        assert "\n" not in str(info.value) and M.__name__ in str(info.value)

@@ -28,6 +28,8 @@ __all__ = [
     "BiLinear",
     "EMLPBlock",
     "layer_reps",
+    "model_reps",
+    "check_input",
     "EMLP",
     "MLP",
     "swish",
@@ -45,6 +47,59 @@ def _check_rep(what: str, rep: Any) -> Rep:
     if not rep.is_bound:
         raise ValueError(f"{what} {rep!r} is not bound to a group; call it with a group, e.g. T(1)(SO(3))")
     return rep
+
+
+def model_reps(rep_in: Any, rep_out: Any, group: Any, who: str = "EMLP") -> tuple[Rep, Rep]:
+    """``rep_in`` and ``rep_out`` as reps of the model's ``group``: an unbound rep (``V``, ``2 * V + Scalar``) is
+    bound to it; a rep acting through any other group raises.
+
+    A rep of another group (even a supergroup: ``V(O(3))`` in an ``SO(3)`` model) would make every hidden layer a
+    rep of a product group with no invariant couplings to the input, so the model would output 0 for every input.
+    Restricting a rep to a subgroup is a choice we leave explicit: build the rep of the subgroup, ``V(SO(3))``."""
+    if not isinstance(group, Group):
+        raise TypeError(f"{who}: group must be a Group, got {type(group).__name__}")
+    out = []
+    for what, rep in (("rep_in", rep_in), ("rep_out", rep_out)):
+        if not isinstance(rep, Rep):
+            raise TypeError(f"{who}: {what} must be a symkit Rep, got {type(rep).__name__}")
+        if not rep.is_bound:
+            rep = rep(group)
+        foreign = [H for H in rep.groups() if H not in set(group.factors)]
+        if foreign:
+            names = ", ".join(sorted(str(H) for H in foreign))
+            raise ValueError(
+                f"{who}: {what} {rep!r} is a rep of {names}, not of the model's group {group}; build it from "
+                f"{group} (for example V({group})), or pass the group it belongs to"
+            )
+        out.append(rep)
+    return out[0], out[1]
+
+
+def _param_dtype(module: nn.Module) -> torch.dtype | None:
+    for t in (*module.parameters(), *module.buffers()):
+        if t.is_floating_point():
+            return t.dtype
+    return None
+
+
+def check_input(who: str, module: nn.Module, x: Any, size: int) -> None:
+    """One-line errors for inputs a layer cannot take: not a tensor, a dtype other than the parameters', or a
+    last dimension other than ``size``."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(
+            f"{who} expects a torch.Tensor of shape (batch, {size}), got {type(x).__name__}; "
+            f"convert it with torch.as_tensor(x, dtype=torch.float32)"
+        )
+    dt = _param_dtype(module)
+    if dt is not None and x.dtype != dt:
+        raise TypeError(
+            f"{who} has {str(dt).removeprefix('torch.')} parameters but the input is "
+            f"{str(x.dtype).removeprefix('torch.')}; convert it with x.to({dt})"
+            + (f" or build the model with dtype={x.dtype}" if x.is_floating_point() else "")
+        )
+    if x.ndim == 0 or x.shape[-1] != size:
+        got = "a scalar" if x.ndim == 0 else f"{x.shape[-1]} features"
+        raise ValueError(f"{who} expects {size} features in the last dimension, got {got}")
 
 
 def _dense(Q: Any) -> np.ndarray:
@@ -131,10 +186,7 @@ class EquivariantLinear(nn.Module):
         return None if self.bias_basis is None else self.bias_basis()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] != self.rep_in.size:
-            raise ValueError(
-                f"rep_in {self.rep_in!r} has size {self.rep_in.size} but the input has {x.shape[-1]} features"
-            )
+        check_input(f"EquivariantLinear (rep_in {self.rep_in!r})", self, x, self.rep_in.size)
         y = x @ self.weight.T
         return y if self.bias_basis is None else y + self.bias
 
@@ -180,11 +232,7 @@ class GatedNonlinearity(nn.Module):
         self.register_buffer("gate_index", torch.as_tensor(gate_index, dtype=torch.long))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] != self.gated_size:
-            raise ValueError(
-                f"GatedNonlinearity({self.rep!r}) expects {self.gated_size} features (values and gates), "
-                f"got {x.shape[-1]}"
-            )
+        check_input(f"GatedNonlinearity({self.rep!r}) (values and gates)", self, x, self.gated_size)
         return x[..., : self.rep.size] * torch.sigmoid(x[..., self.gate_index])
 
 
@@ -278,14 +326,13 @@ class BiLinear(nn.Module):
         self.register_buffer("cols", torch.cat(cols) if cols else torch.zeros(0, dtype=torch.long))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] != self.rep.size:
-            raise ValueError(f"BiLinear({self.rep!r}) expects {self.rep.size} features, got {x.shape[-1]}")
+        check_input(f"BiLinear({self.rep!r})", self, x, self.rep.size)
         if not len(self.weights):
             return torch.zeros_like(x)
         lead = x.shape[:-1]
-        x2 = x.reshape(-1, self.rep.size)
+        x2 = x.reshape(math.prod(lead), self.rep.size)  # not -1: a batch of 0 has no inferable size
         values = [
-            torch.einsum("wk,bks->bws", w, x2[:, getattr(self, f"gather_{i}")]).reshape(x2.shape[0], -1)
+            torch.einsum("wk,bks->bws", w, x2[:, getattr(self, f"gather_{i}")]).flatten(1)
             for i, w in enumerate(self.weights)
         ]
         contrib = torch.cat(values, dim=1) * x2[:, self.cols]
@@ -314,10 +361,7 @@ def layer_reps(
     rep_in: Rep, rep_out: Rep, group: Group, ch: int | Rep | Sequence[int | Rep], num_layers: int
 ) -> list[Rep]:
     """``[rep_in, hidden_1, ..., hidden_L]`` for an EMLP-shaped network (ints become :func:`uniform_rep`)."""
-    _check_rep("rep_in", rep_in)
-    _check_rep("rep_out", rep_out)
-    if not isinstance(group, Group):
-        raise TypeError(f"EMLP: group must be a Group, got {type(group).__name__}")
+    rep_in, rep_out = model_reps(rep_in, rep_out, group)
     if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
         raise ValueError(f"EMLP: num_layers must be an int >= 0, got {num_layers!r}")
     widths = list(ch) if isinstance(ch, (list, tuple)) else [ch] * num_layers
@@ -348,12 +392,14 @@ class EMLP(nn.Module):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
+        rep_in, rep_out = model_reps(rep_in, rep_out, group)
         reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
         self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
         self.blocks = nn.Sequential(*[EMLPBlock(a, b, bilinear=bilinear, dtype=dtype) for a, b in zip(reps, reps[1:])])
         self.head = EquivariantLinear(reps[-1], rep_out, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_input(f"EMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.rep_in.size)
         return self.head(self.blocks(x))
 
 

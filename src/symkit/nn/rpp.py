@@ -17,7 +17,16 @@ import torch
 from torch import nn
 
 from symkit.groups.base import Group
-from symkit.nn.emlp import BiLinear, EquivariantLinear, GatedNonlinearity, gated, layer_reps, swish
+from symkit.nn.emlp import (
+    BiLinear,
+    EquivariantLinear,
+    GatedNonlinearity,
+    check_input,
+    gated,
+    layer_reps,
+    model_reps,
+    swish,
+)
 from symkit.reps.core import Rep
 
 __all__ = ["RPPLinear", "RPPGatedNonlinearity", "RPPEMLP", "rpp_penalty", "equivariant_fraction"]
@@ -88,11 +97,14 @@ class RPPEMLP(nn.Module):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
+        rep_in, rep_out = model_reps(rep_in, rep_out, group, who="RPPEMLP")
         reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
+        self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
         self.blocks = nn.Sequential(*[_RPPBlock(a, b, dtype) for a, b in zip(reps, reps[1:])])
         self.head = RPPLinear(reps[-1], rep_out, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_input(f"RPPEMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.rep_in.size)
         return self.head(self.blocks(x))
 
 

@@ -286,7 +286,7 @@ class PowerLayer(nn.Module):
                 f"{self.size}, got shape {tuple(x.shape)}"
             )
         trailing = x.shape[2:]
-        flat = x.reshape(x.shape[0], self.in_channels, -1)
+        flat = x.flatten(2)  # not reshape(..., -1): a batch of 0 has no inferable size
         if flat.shape[-1] != self.size:
             raise ValueError(f"PowerLayer acts on {self.size} pixels per channel, got input shape {tuple(x.shape)}")
         t = self._terms_internal(flat)  # (N, c_in, K, d), K in the internal order

@@ -84,7 +84,7 @@ class PowerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         trailing = x.shape[2:]
-        x = x.reshape(x.shape[0], x.shape[1], -1)
+        x = x.flatten(2)  # not reshape(..., -1): a batch of 0 has no inferable size
         h = x
         for i, (layer, norm) in enumerate(zip(self.layers, self.norms)):
             h = norm(layer(h))
@@ -92,7 +92,7 @@ class PowerBlock(nn.Module):
                 h = self.act(h)
         if self.skip is not None:
             h = h + self.rho * self.skip(x)
-        return self.act(h).reshape(x.shape[0], -1, *trailing)
+        return self.act(h).unflatten(2, trailing)
 
 
 def _pool(kind: str | None) -> nn.Module | None:

@@ -60,27 +60,50 @@ def _echo_error(message: str) -> None:
 
 @contextmanager
 def _clear_errors() -> Iterator[None]:
-    """Turn the errors users can cause into one clear line on stderr and an exit code, never a traceback."""
+    """Turn the errors users can cause into one line on stderr and an exit code, never a traceback.
+
+    Exit 2: bad input (an unknown name, a bad setting, ``ValueError`` from symkit's checks of arguments and
+    configs, ``OSError`` from a path that cannot be written). Exit 1: an unusable results store (``StoreError``).
+    Anything else is a bug and keeps its traceback; ``SYMKIT_DEBUG=1`` shows the traceback of every error."""
+    import os
+
     from symkit.cli.sweep import SweepError
     from symkit.store import StoreError
 
+    if os.environ.get("SYMKIT_DEBUG", "0") not in ("", "0"):
+        yield
+        return
     try:
         yield
     except KeyError as exc:  # unknown experiment name: the message lists the valid ones
         _echo_error(exc.args[0] if exc.args else str(exc))
         raise typer.Exit(2) from None
-    except (UsageError, SweepError) as exc:
-        _echo_error(str(exc))
-        raise typer.Exit(2) from None
     except StoreError as exc:
         _echo_error(str(exc))
         raise typer.Exit(1) from None
+    except (UsageError, SweepError, ValueError) as exc:
+        _echo_error(" ".join(str(exc).split()))
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        where = f" {exc.filename!r}" if exc.filename else ""
+        _echo_error(f"cannot use{where}: {exc.strerror or exc}")
+        raise typer.Exit(2) from None
 
 
 def _open_store(path: Path | None, create: bool = True) -> Store:
+    """The store to write runs to, checked before anything runs (writable, not corrupt, not locked for long)."""
     from symkit.store import Store
 
-    return Store(path, create=create)
+    db = Store(path, create=create)
+    db.preflight()
+    return db
+
+
+def _read_store(path: Path | None) -> Store:
+    """The store opened read-only (``runs``, ``report``): works on a read-only file and never creates one."""
+    from symkit.store import Store
+
+    return Store(path, create=False, readonly=True)
 
 
 @contextmanager
@@ -151,7 +174,11 @@ def reproduce(
         if executor not in ("local", "process", "ray"):
             raise UsageError(f"unknown executor {executor!r}; valid executors: local, process, ray")
         overrides = parse_assignments(exp, settings or [], "--set")
-        overrides.update(parse_assignments(exp, sweeps or [], "--sweep"))
+        swept = parse_assignments(exp, sweeps or [], "--sweep")
+        both = sorted(set(overrides) & set(swept))
+        if both:
+            raise UsageError(f"{', '.join(both)} given with both --set and --sweep; use one of them per setting")
+        overrides.update(swept)
         specs = plan(exp, quick=quick, seeds=parse_seeds(seeds) if seeds else None, settings=overrides)
         db = _open_store(store)
         _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed)
@@ -185,9 +212,20 @@ def _run_and_summarise(
         typer.echo(f"  failed: {outcome.spec.label(varying)}: {last[0]}", err=True)
     if len(result.failures) > 3:
         typer.echo(f"  ... and {len(result.failures) - 3} more", err=True)
+    if result.pending or result.unsaved:
+        typer.echo(f"Error: {result.pending + len(result.unsaved)} finished runs could not be written: "
+                   f"{result.store_error}", err=True)
+        if result.pending:
+            typer.echo(f"  {result.pending} are kept in {result.pending_path}; they are recorded the next time the "
+                       "store is opened for writing (any `symkit reproduce` on it)", err=True)
+        for outcome in result.unsaved:  # the last resort: print them, so nothing computed is lost
+            typer.echo("  unsaved run: " + canonical_json({"config": outcome.spec.config, "metrics": outcome.metrics,
+                                                           "error": outcome.error}), err=True)
     if result.interrupted:
         typer.echo("Interrupted: the finished runs are stored; run the same command again to resume.", err=True)
         raise typer.Exit(130)
+    if result.pending or result.unsaved:
+        raise typer.Exit(1)
     failed = result.failed + result.already_failed
     if failed:
         typer.echo(
@@ -215,7 +253,7 @@ def report(
         if fmt not in ("md", "csv"):
             raise UsageError(f"unknown report format {fmt!r}; valid formats: md, csv")
         exp = get_experiment(name)
-        db = _open_store(store, create=False)
+        db = _read_store(store)
         text, paths = _write_report(exp, db, out if out is not None else Path("runs") / "reports" / name, fmt)
         typer.echo(text, nl=False)
         for path in paths:
@@ -244,7 +282,7 @@ def runs(
 ) -> None:
     """The stored runs of an experiment: config, seed, status, time (and the error of failed runs)."""
     with _clear_errors():
-        db = _open_store(store, create=False)
+        db = _read_store(store)
         if name is None:
             counts = db.counts()
             typer.echo(f"{db.path}: {sum(sum(c.values()) for c in counts.values())} runs")

@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symkit.experiments.registry import Experiment, import_experiment
-from symkit.store import Store, canonical_json, config_hash, to_jsonable
+from symkit.store import Store, StoreError, canonical_json, config_hash, to_jsonable
 from symkit.store.db import utc_now
 
 EXECUTORS = ("local", "process", "ray")
+#: the most runs one sweep may plan (each planned run holds its config in memory; split bigger sweeps)
+MAX_RUNS = 100_000
 
 
 class SweepError(RuntimeError):
@@ -83,6 +85,12 @@ class SweepResult:
     failed: int = 0
     interrupted: bool = False
     failures: list[Outcome] = field(default_factory=list)
+    #: runs that finished but could not be written to the store: kept in ``pending_path`` (recorded by the next
+    #: writable open of the store) or, if even that failed, only here
+    store_error: str | None = None
+    pending: int = 0
+    pending_path: Any = None
+    unsaved: list[Outcome] = field(default_factory=list)
 
     @property
     def skipped(self) -> int:
@@ -105,6 +113,11 @@ def parse_seeds(text: str) -> list[int]:
                 a, b = int(lo), int(hi)
                 if b < a:
                     raise ValueError
+                if b - a + 1 + len(seeds) > MAX_RUNS:
+                    raise SweepError(
+                        f"--seeds {text!r} asks for more than {MAX_RUNS:,} seeds; a sweep plans at most {MAX_RUNS:,} "
+                        "runs: split it into several commands"
+                    )
                 seeds.extend(range(a, b + 1))
             else:
                 seeds.append(int(part))
@@ -208,6 +221,11 @@ def plan(
             grid = kept
         else:
             grid = [{**point, key: value} for point in grid for value in values]
+    if len(grid) * (len(seeds) if seeds is not None else 1) > MAX_RUNS:
+        raise SweepError(
+            f"the sweep of {experiment.name!r} has {len(grid) * len(seeds or [0]):,} runs; a sweep plans at most "
+            f"{MAX_RUNS:,}: split it into several commands (fewer seeds or values)"
+        )
     if seeds is not None:
         grid = [{**point, "seed": seed} for point in grid for seed in seeds]
     specs: dict[tuple[str, int], RunSpec] = {}
@@ -238,6 +256,22 @@ def _seed_everything(seed: int) -> None:
         torch.manual_seed(seed)
 
 
+def non_finite_metrics(metrics: Mapping[str, Any]) -> list[str]:
+    """``name=value`` of every metric (or list item) that is a float but not finite."""
+    import math
+
+    def bad(value: Any) -> bool:
+        if isinstance(value, float):
+            return not math.isfinite(value)
+        if isinstance(value, (list, tuple)):
+            return any(bad(v) for v in value)
+        if isinstance(value, Mapping):
+            return any(bad(v) for v in value.values())
+        return False
+
+    return [f"{k}={v}" for k, v in metrics.items() if bad(v)]
+
+
 def execute(spec: RunSpec) -> Outcome:
     """Run one spec and return its outcome; an exception inside the run becomes a failed outcome."""
     started, t0 = utc_now(), time.perf_counter()
@@ -255,14 +289,37 @@ def execute(spec: RunSpec) -> Outcome:
             )
         metrics = to_jsonable(dict(result))
         canonical_json(metrics)
+        bad = non_finite_metrics(metrics)
+        if bad:
+            raise ValueError(
+                f"run() of experiment {spec.experiment!r} returned non-finite metrics: {', '.join(bad)} (a diverged "
+                "or empty run; stored as failed)"
+            )
     except (Exception, SystemExit):  # a run that calls sys.exit() is a failed run, not the end of the sweep
         metrics, error = None, traceback.format_exc()
     return Outcome(spec, metrics, error, started, utc_now(), time.perf_counter() - t0, socket.gethostname())
 
 
-def _init_worker(threads: int) -> None:
+def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
+    """End this worker when the process that started it is gone (killed with SIGKILL, say): a daemon thread polls
+    the parent pid, which changes when the worker is re-parented. Without it, the workers of a killed sweep wait
+    forever for work on their queue, holding their memory."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="symkit-parent-watch", daemon=True).start()
+
+
+def _init_worker(threads: int, parent: int | None = None) -> None:
     import signal
 
+    if parent is not None:
+        _exit_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is handled by the driver, which stops the pool
     os.environ.setdefault("SYMKIT_PROGRESS", "0")
     if "torch" in sys.modules:
@@ -294,7 +351,7 @@ def _new_pool(jobs: int) -> Any:
     threads = max(1, (os.cpu_count() or 1) // jobs)
     return ProcessPoolExecutor(
         max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
-        initargs=(threads,),
+        initargs=(threads, os.getpid()),
     )
 
 
@@ -337,32 +394,44 @@ def _process(
 
     jobs = max(1, min(jobs, len(specs)))
     queue = list(specs)
+    fruitless = 0  # pools in a row that broke before taking a run
     while queue:
         pool = _new_pool(jobs)
         in_flight: dict[Any, RunSpec] = {}
         suspects: list[RunSpec] = []
-        clean = False
+        broken = False
         try:
             while queue or in_flight:
                 while queue and len(in_flight) < jobs:
                     spec = queue.pop(0)
-                    in_flight[pool.submit(execute, spec)] = spec
-                done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
-                for future in done:
-                    spec = in_flight.pop(future)
                     try:
-                        outcome = future.result()
-                    except BrokenProcessPool:
-                        suspects.append(spec)
-                        continue
-                    yield outcome
-                if suspects:
+                        in_flight[pool.submit(execute, spec)] = spec
+                    except BrokenProcessPool:  # a worker died since the last result: the same as seeing it there
+                        queue.insert(0, spec)
+                        broken = True
+                        break
+                if not broken:
+                    done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+                    for future in done:
+                        spec = in_flight.pop(future)
+                        try:
+                            outcome = future.result()
+                        except BrokenProcessPool:
+                            suspects.append(spec)
+                            broken = True
+                            continue
+                        fruitless = 0
+                        yield outcome
+                if broken:
                     suspects += in_flight.values()
                     in_flight.clear()
                     break
-            clean = not suspects
         finally:
-            _stop_pool(pool, clean)
+            _stop_pool(pool, clean=not broken)
+        fruitless = fruitless + 1 if broken and not suspects else 0
+        if fruitless >= 3:
+            raise SweepError("the worker processes die before taking a run (3 pools in a row); check the machine's "
+                             "memory and process limits, or use --executor local")
         for spec in suspects:
             yield _isolated(spec)
 
@@ -470,11 +539,7 @@ def run_sweep(
     outcomes = _EXECUTORS[executor](todo, jobs, ray_address, on_start)
     try:
         for outcome in outcomes:
-            store.record(
-                experiment.name, outcome.spec.config, outcome.metrics, error=outcome.error,
-                started_at=outcome.started_at, finished_at=outcome.finished_at, duration=outcome.duration,
-                host=outcome.host or None,
-            )
+            _record(store, experiment.name, outcome, result)
             result.ran += 1
             if outcome.error is not None:
                 result.failed += 1
@@ -488,6 +553,23 @@ def run_sweep(
         run_bar.close()
         bar.close()
     return result
+
+
+def _record(store: Store, name: str, outcome: Outcome, result: SweepResult) -> None:
+    """Write one outcome; if the store cannot take it (locked beyond its timeout, read-only, broken), keep it in the
+    store's side file, and if that fails too, in ``result.unsaved``: a finished run is never dropped."""
+    fields = dict(error=outcome.error, started_at=outcome.started_at, finished_at=outcome.finished_at,
+                  duration=outcome.duration, host=outcome.host or None)
+    try:
+        store.record(name, outcome.spec.config, outcome.metrics, **fields)
+        return
+    except StoreError as exc:
+        result.store_error = str(exc)
+    try:
+        result.pending_path = store.keep_pending(name, outcome.spec.config, outcome.metrics, **fields)
+        result.pending += 1
+    except OSError:
+        result.unsaved.append(outcome)
 
 
 class _RunBar:

@@ -17,6 +17,9 @@ Anatomy of an experiment:
 - ``summarize``: optional, extra report text built from the seed-aggregated rows (see :data:`Summarize`).
 - ``figures``: optional, figures that need the individual runs (curves, say) rather than seed means (see
   :data:`Figures`); ``symkit report`` calls it beside the declared ``plots``.
+- ``limits``: ranges of config fields, ``{"lr": ">0", "test_fraction": "(0,1)"}``, checked with the common ones
+  (:data:`COMMON_LIMITS`) whenever a config is made; ``validate(config)``, optional, raises ``ValueError`` for
+  combinations of values that make no sense (see :func:`check_config`).
 
 Modules outside the package can register experiments too: list them, comma-separated, in the environment variable
 ``SYMKIT_EXPERIMENT_MODULES`` and they are imported with the built-in ones (worker processes inherit it). A module
@@ -29,6 +32,7 @@ import dataclasses
 import importlib
 import itertools
 import json
+import math
 import os
 import pkgutil
 import sys
@@ -79,6 +83,81 @@ class Plot:
             raise ValueError(f"Plot kind must be 'line', 'bar' or 'scatter', got {self.kind!r}")
 
 
+#: ranges every experiment's config fields of these names must satisfy (an experiment's own ``limits`` win).
+#: Syntax: ">0", ">=1", "<=10", "[0,1]" (closed) or "(0,1)" (open); a sequence's items are each checked.
+COMMON_LIMITS: dict[str, str] = {
+    **dict.fromkeys(
+        ["epochs", "n_epochs", "steps", "iters", "inner_steps", "outer_steps", "n_hypersteps",
+         "batch_size", "n_train", "n_test", "n_runs", "runs", "restarts", "inits", "samples", "mc_samples",
+         "width", "depth", "ch", "channels", "test_copies", "cnn_inits",
+         "digit_size", "canvas", "size", "nodes", "embed", "hidden", "length", "dims", "frequency", "n_eval",
+         "kernel_size", "patch", "image_size", "head", "a_size", "n", "rank"],
+        ">=1"),
+    **dict.fromkeys(
+        ["lr", "lr_hyp", "inner_lr", "outer_lr", "rotation_step", "scaling_step", "sigma_equivariant",
+         "sigma_basic", "prior_prec_init"],
+        ">0"),
+    **dict.fromkeys(
+        ["weight_decay", "noise", "noise_std", "augment_pixels", "shift_noise", "max_shift", "burnin", "num_layers",
+         "aug_passes", "n_val", "n_hyper", "layer_images", "refit_steps", "neumann_iters", "augerino_samples",
+         "outer_patience", "refit_patience", "alpha", "max_angle",
+         "max_steps", "train_subset", "threads", "num_threads"],  # 0 means "no limit", "all" or "automatic" here
+        ">=0"),
+    "test_fraction": "(0,1)",
+    "seed": f"[0,{2**63 - 1}]",  # SQLite stores seeds as signed 64-bit integers
+}
+
+
+@dataclass(frozen=True)
+class _Range:
+    lo: float | None
+    lo_closed: bool
+    hi: float | None
+    hi_closed: bool
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> _Range:
+        t = text.replace(" ", "")
+        try:
+            if t[:1] in "[(" and t[-1:] in "])":
+                lo, hi = t[1:-1].split(",")
+                return cls(float(lo), t[0] == "[", float(hi), t[-1] == "]", text)
+            for op, closed in ((">=", True), (">", False)):
+                if t.startswith(op):
+                    return cls(float(t[len(op):]), closed, None, False, text)
+            for op, closed in (("<=", True), ("<", False)):
+                if t.startswith(op):
+                    return cls(None, False, float(t[len(op):]), closed, text)
+        except ValueError:
+            pass
+        raise ValueError(f"bad limit {text!r}: expected '>0', '>=1', '<=10', '[0,1]' or '(0,1)'")
+
+    def holds(self, x: float) -> bool:
+        if self.lo is not None and not (x >= self.lo if self.lo_closed else x > self.lo):
+            return False
+        return self.hi is None or (x <= self.hi if self.hi_closed else x < self.hi)
+
+
+def _numbers(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _numbers(v)]
+    return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+def _type_ok(tp: Any, value: Any) -> bool:
+    """A light check of scalar annotations (int, float, bool, str); other annotations are not checked here."""
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    return True
+
+
 @dataclass(frozen=True)
 class Experiment:
     """A registered, reproducible experiment (see the module docstring)."""
@@ -96,6 +175,8 @@ class Experiment:
     points: Callable[[bool], Sequence[Mapping[str, Any]]] | None = None
     summarize: Summarize | None = None
     figures: Figures | None = None
+    limits: Mapping[str, str] = field(default_factory=dict)
+    validate: Callable[[Any], None] | None = None
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.config):
@@ -103,12 +184,43 @@ class Experiment:
         names = {f.name for f in dataclasses.fields(self.config)}
         if "seed" not in names:
             raise TypeError(f"experiment {self.name!r}: config {self.config.__name__} needs a 'seed' field")
-        for key in [*self.quick, *self.sweep, *(self.quick_sweep or {})]:
+        for key in [*self.quick, *self.sweep, *(self.quick_sweep or {}), *self.limits]:
             if key not in names:
                 raise TypeError(
                     f"experiment {self.name!r}: {key!r} is not a field of {self.config.__name__} "
                     f"(fields: {', '.join(sorted(names))})"
                 )
+        for text in self.limits.values():
+            _Range.parse(text)
+
+    def field_limits(self) -> dict[str, str]:
+        """The range each config field must lie in: :data:`COMMON_LIMITS` for the fields it names, then
+        ``limits``."""
+        names = set(self.field_names())
+        return {**{k: v for k, v in COMMON_LIMITS.items() if k in names}, **self.limits}
+
+    def check_config(self, config: Any) -> None:
+        """Raise ``ValueError`` naming the field and what was expected if ``config`` makes no sense: a value of the
+        wrong type, a float that is not finite, a value outside its range, or a combination ``validate`` rejects."""
+        types_ = self.field_types()
+        limits = {k: _Range.parse(v) for k, v in self.field_limits().items()}
+        for f in dataclasses.fields(config):
+            value = getattr(config, f.name)
+            if not _type_ok(types_.get(f.name), value):
+                raise ValueError(
+                    f"setting {f.name}={value!r} of experiment {self.name!r}: expected "
+                    f"{_type_name(types_.get(f.name))}, got {type(value).__name__}"
+                )
+            for x in _numbers(value):
+                if isinstance(x, float) and not math.isfinite(x):
+                    raise ValueError(f"setting {f.name}={value!r} of experiment {self.name!r}: must be finite")
+                rng = limits.get(f.name)
+                if rng is not None and not rng.holds(x):
+                    raise ValueError(
+                        f"setting {f.name}={value!r} of experiment {self.name!r}: must be {rng.text}"
+                    )
+        if self.validate is not None:
+            self.validate(config)
 
     def field_names(self) -> list[str]:
         """The config's field names, in declaration order."""
@@ -152,7 +264,9 @@ class Experiment:
                 f"experiment {self.name!r} has no setting {', '.join(sorted(unknown))}; "
                 f"valid settings: {', '.join(self.field_names())}"
             )
-        return self.config(**values)
+        config = self.config(**values)
+        self.check_config(config)
+        return config
 
     def grid(self, quick: bool = False) -> list[dict[str, Any]]:
         """The sweep as a list of field overrides, one per run."""

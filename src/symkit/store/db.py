@@ -7,6 +7,11 @@ for each other instead of failing, and a killed process leaves either a whole ro
 
 A run that succeeded is never overwritten: recording it again keeps the first result. A failed run is replaced
 when it is recorded again (a retry), and its ``attempts`` count goes up.
+
+Every ``sqlite3`` error surfaces as :class:`StoreError` naming the file. A run that cannot be written (the store is
+locked for longer than the timeout, or became read-only) goes to a side file, ``<store>.pending.jsonl``, with
+:meth:`Store.keep_pending`; the next writable open of the store records it and deletes the side file, so a
+finished run is never lost. :meth:`Store.preflight` checks a store before a sweep starts.
 """
 
 from __future__ import annotations
@@ -141,22 +146,44 @@ class Store:
     >>> store.record(experiment="toy", config={"n": 3, "seed": 0}, metrics={"err": 0.1})  # doctest: +SKIP
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float = 60.0, create: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        timeout: float = 60.0,
+        create: bool = True,
+        readonly: bool = False,
+    ) -> None:
         self.path = Path(path) if path is not None else default_store_path()
         self.timeout = float(timeout)
+        self.readonly = bool(readonly)
         if self.path.is_dir():
             raise StoreError(f"store path {str(self.path)!r} is a directory; expected a .db file path")
-        if not create and not self.path.exists():
+        if (readonly or not create) and not self.path.exists():
             raise StoreError(f"there is no results store at {str(self.path)!r}; run `symkit reproduce` first or pass "
                              "the right --store")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not readonly:
+            for parent in [self.path.parent, *self.path.parent.parents]:
+                if parent.exists() and not parent.is_dir():
+                    raise StoreError(f"cannot create results store {str(self.path)!r}: {str(parent)!r} is a file, "
+                                     "not a directory")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the directory of results store {str(self.path)!r}: "
+                                 f"{exc.strerror or exc}") from None
         self._conn = self._open()
+        if not readonly:
+            self.replay_pending()
 
     # -- opening and checking -------------------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
+            if self.readonly:
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                conn = sqlite3.connect(uri, timeout=self.timeout, isolation_level=None, uri=True)
+            else:
+                conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open results store {str(self.path)!r}: {exc}") from None
         try:
@@ -167,10 +194,13 @@ class Store:
                     f"{str(self.path)!r} is a SQLite database but not a symkit results store (it has tables "
                     f"{', '.join(sorted(tables))}); pass another path with --store"
                 )
-            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
-            conn.execute("PRAGMA synchronous = NORMAL")
-            if not tables:
-                self._retry(lambda: self._create(conn))
+            if not self.readonly:
+                self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+                conn.execute("PRAGMA synchronous = NORMAL")
+                if not tables:
+                    self._retry(lambda: self._create(conn))
+            elif not tables:
+                raise StoreError(f"{str(self.path)!r} is an empty file, not a symkit results store")
             self._check_meta(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -201,7 +231,11 @@ class Store:
         if meta.get("application") != APPLICATION:
             raise StoreError(f"{str(self.path)!r} is not a symkit results store (application tag "
                              f"{meta.get('application')!r}, expected {APPLICATION!r})")
-        version = int(meta.get("schema_version", "0"))
+        try:
+            version = int(meta.get("schema_version", "0"))
+        except ValueError:
+            raise StoreError(f"{str(self.path)!r} has a bad schema_version {meta.get('schema_version')!r} (expected "
+                             "an integer); the file was not written by symkit") from None
         if version > SCHEMA_VERSION:
             raise StoreError(f"{str(self.path)!r} was written by a newer symkit (store schema {version}, this "
                              f"version reads schema {SCHEMA_VERSION}); upgrade symkit")
@@ -220,14 +254,83 @@ class Store:
                 delay = min(delay * 2, 0.5)
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        self._retry(lambda: self._conn.execute("BEGIN IMMEDIATE"))
+    def _guard(self, doing: str) -> Iterator[None]:
+        """Turn any sqlite3 error into a StoreError naming the file and what was being done."""
         try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._retry(lambda: self._conn.execute("COMMIT"))
+            yield
+        except sqlite3.Error as exc:
+            hint = ""
+            text = str(exc)
+            if "readonly" in text or "read-only" in text:
+                hint = "; the file or its directory is read-only"
+            elif "locked" in text or "busy" in text:
+                hint = f"; another process held the lock for more than {self.timeout:g} s"
+            elif "malformed" in text or "corrupt" in text or "not a database" in text:
+                hint = "; the file is corrupt: move it aside or pass another --store"
+            raise StoreError(f"results store {str(self.path)!r}: cannot {doing}: {text}{hint}") from None
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        if self.readonly:
+            raise StoreError(f"results store {str(self.path)!r} was opened read-only")
+        with self._guard("write"):
+            self._retry(lambda: self._conn.execute("BEGIN IMMEDIATE"))
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._retry(lambda: self._conn.execute("COMMIT"))
+
+    def preflight(self) -> None:
+        """Check, before a sweep runs anything, that the store can take results: it is not corrupt
+        (``PRAGMA quick_check``) and a write transaction can start (not read-only, lock obtainable within the
+        timeout). Raises :class:`StoreError` saying which."""
+        with self._guard("check the file"):
+            rows = [r[0] for r in self._conn.execute("PRAGMA quick_check").fetchall()]
+        if rows != ["ok"]:
+            raise StoreError(f"results store {str(self.path)!r} is corrupt ({'; '.join(map(str, rows[:3]))}): move "
+                             "it aside or pass another --store")
+        with self._write():
+            pass
+
+    # -- runs that could not be written ---------------------------------------------------------------------
+
+    @property
+    def pending_path(self) -> Path:
+        """The side file of runs recorded while the store could not be written."""
+        return self.path.with_name(self.path.name + ".pending.jsonl")
+
+    def keep_pending(self, experiment: str, config: Mapping[str, Any], metrics: Mapping[str, Any] | None,
+                     **fields: Any) -> Path:
+        """Append one run that could not be written to the side file (flushed and synced); returns its path.
+        The next writable :class:`Store` on this path records it."""
+        line = json.dumps({"experiment": experiment, "config": to_jsonable(config),
+                           "metrics": to_jsonable(dict(metrics)) if metrics is not None else None,
+                           **to_jsonable(fields)}, separators=(",", ":"))
+        with open(self.pending_path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return self.pending_path
+
+    def replay_pending(self) -> int:
+        """Record the runs of the side file, then delete it; returns how many were recorded. A side file that
+        cannot be read or written yet is left for the next time."""
+        path = self.pending_path
+        if not path.exists():
+            return 0
+        try:
+            entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        except (OSError, ValueError):
+            return 0
+        try:
+            for entry in entries:
+                self.record(entry.pop("experiment"), entry.pop("config"), entry.pop("metrics"), **entry)
+            path.unlink()
+        except (StoreError, OSError):
+            return 0
+        return len(entries)
 
     def close(self) -> None:
         """Close the connection."""
@@ -264,6 +367,8 @@ class Store:
         seed = cfg["seed"]
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f"config seed for {experiment!r} must be an int, got {seed!r}")
+        if not 0 <= seed < 2**63:
+            raise ValueError(f"config seed for {experiment!r} must be in [0, 2^63), got {seed}")
         status = "failed" if error is not None else "ok"
         metrics_json = None
         if metrics is not None:  # keys keep the order the run returned them in
@@ -305,7 +410,9 @@ class Store:
 
     def status_of(self, experiment: str) -> dict[tuple[str, int], str]:
         """``{(config_hash, seed): status}`` for every stored run of ``experiment``."""
-        rows = self._conn.execute("SELECT config_hash, seed, status FROM runs WHERE experiment = ?", (experiment,))
+        with self._guard("read"):
+            rows = self._conn.execute("SELECT config_hash, seed, status FROM runs WHERE experiment = ?",
+                                      (experiment,)).fetchall()
         return {(h, s): status for h, s, status in rows}
 
     def runs(self, experiment: str | None = None, status: str | None = None) -> list[RunRecord]:
@@ -325,7 +432,9 @@ class Store:
             query += " WHERE " + " AND ".join(clauses)
         query += " ORDER BY id"
         out = []
-        for row in self._conn.execute(query, params):
+        with self._guard("read"):
+            rows = self._conn.execute(query, params).fetchall()
+        for row in rows:
             out.append(RunRecord(
                 experiment=row[0], config_hash=row[1], seed=row[2], config=json.loads(row[3]),
                 metrics=json.loads(row[4]) if row[4] is not None else None, status=row[5], error=row[6],
@@ -337,9 +446,11 @@ class Store:
     def counts(self) -> dict[str, dict[str, int]]:
         """``{experiment: {status: count}}`` over the whole store."""
         out: dict[str, dict[str, int]] = {}
-        for name, status, n in self._conn.execute(
-            "SELECT experiment, status, COUNT(*) FROM runs GROUP BY experiment, status ORDER BY experiment"
-        ):
+        with self._guard("read"):
+            rows = self._conn.execute(
+                "SELECT experiment, status, COUNT(*) FROM runs GROUP BY experiment, status ORDER BY experiment"
+            ).fetchall()
+        for name, status, n in rows:
             out.setdefault(name, {})[status] = n
         return out
 

@@ -108,6 +108,14 @@ COMMON_LIMITS: dict[str, str] = {
 }
 
 
+def _number(text: str) -> float:
+    """An int when the text is one (so that 2**63 - 1 stays exact), else a float."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 @dataclass(frozen=True)
 class _Range:
     lo: float | None
@@ -122,13 +130,13 @@ class _Range:
         try:
             if t[:1] in "[(" and t[-1:] in "])":
                 lo, hi = t[1:-1].split(",")
-                return cls(float(lo), t[0] == "[", float(hi), t[-1] == "]", text)
+                return cls(_number(lo), t[0] == "[", _number(hi), t[-1] == "]", text)
             for op, closed in ((">=", True), (">", False)):
                 if t.startswith(op):
-                    return cls(float(t[len(op):]), closed, None, False, text)
+                    return cls(_number(t[len(op):]), closed, None, False, text)
             for op, closed in (("<=", True), ("<", False)):
                 if t.startswith(op):
-                    return cls(None, False, float(t[len(op):]), closed, text)
+                    return cls(None, False, _number(t[len(op):]), closed, text)
         except ValueError:
             pass
         raise ValueError(f"bad limit {text!r}: expected '>0', '>=1', '<=10', '[0,1]' or '(0,1)'")

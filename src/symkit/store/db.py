@@ -140,7 +140,9 @@ class RunRecord:
 
 
 class Store:
-    """A results store backed by one SQLite file (created on first use).
+    """A results store backed by one SQLite file (created on first use). ``timeout`` (default
+    ``$SYMKIT_STORE_TIMEOUT`` or 60 s) is how long a write waits for another process's lock; ``readonly`` opens an
+    existing store for reading only.
 
     >>> store = Store("runs/symkit.db")            # doctest: +SKIP
     >>> store.record(experiment="toy", config={"n": 3, "seed": 0}, metrics={"err": 0.1})  # doctest: +SKIP
@@ -149,12 +151,14 @@ class Store:
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         create: bool = True,
         readonly: bool = False,
     ) -> None:
         self.path = Path(path) if path is not None else default_store_path()
-        self.timeout = float(timeout)
+        self.timeout = float(timeout if timeout is not None else os.environ.get("SYMKIT_STORE_TIMEOUT", 60.0))
+        if not self.timeout >= 0:
+            raise StoreError(f"the store timeout must be a number of seconds >= 0, got {self.timeout}")
         self.readonly = bool(readonly)
         if self.path.is_dir():
             raise StoreError(f"store path {str(self.path)!r} is a directory; expected a .db file path")

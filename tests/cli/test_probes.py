@@ -1,0 +1,295 @@
+"""Probes of the failure modes a user meets in ordinary work: bad configs and arguments, corrupt, locked and
+read-only stores, killed sweeps, dying workers. Every probe must end in a correct result or a one-line error
+(no traceback), and no finished run may be lost."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from symkit_cli_helpers import cli_env, executions, run_symkit, symkit_cmd
+
+from symkit.cli import sweep as sweep_mod
+from symkit.experiments.registry import Experiment
+from symkit.store import Store, StoreError
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, code: int, *fragments: str) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, proc.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], (fragment, errors[0])
+
+
+def _stored(db: Path) -> list:
+    if not db.exists():
+        return []
+    with Store(db, readonly=True) as store:
+        return store.runs("cli-toy")
+
+
+# ---------------------------------------------------------------------------------------------- bad configs
+@pytest.mark.parametrize("args,fragments", [
+    (["--set", "n=-5"], ["n=-5", "must be >=1"]),
+    (["--set", "scale=inf"], ["scale=inf", "must be finite"]),
+    (["--set", "scale=nan"], ["scale=nan", "must be finite"]),
+    (["--set", "n=1", "--sweep", "n=2,3"], ["n given with both --set and --sweep"]),
+    (["--seeds", "9223372036854775808"], ["seed=9223372036854775808", "must be [0,9223372036854775807]"]),
+    (["--seeds", "0-3000000"], ["more than 100,000 seeds"]),
+])
+def test_bad_settings_are_refused_before_anything_runs(tmp_path, args, fragments):
+    db, log = tmp_path / "s.db", tmp_path / "toy.log"
+    proc = run_symkit("reproduce", "cli-toy", "--quick", *args, "--store", str(db), SYMKIT_TOY_LOG=str(log))
+    _one_line_error(proc, 2, *fragments)
+    assert executions(log) == [] and _stored(db) == []
+
+
+def test_a_grid_too_big_to_plan_is_refused_before_it_is_built(toy):
+    with pytest.raises(sweep_mod.SweepError, match="runs; a sweep plans at most 100,000"):
+        sweep_mod.plan(toy, settings={"tag": [f"t{i}" for i in range(60_000)]}, seeds=[0, 1])
+
+
+@dataclass
+class _NanConfig:
+    lr: float = 1.0
+    seed: int = 0
+
+
+def _nan_run(config: _NanConfig) -> dict:
+    return {"loss": math.nan if config.seed == 1 else 0.5, "curve": [1.0, math.inf] if config.seed == 2 else [1.0]}
+
+
+def test_a_run_with_non_finite_metrics_is_stored_as_failed(tmp_path, monkeypatch):
+    from symkit.experiments import registry
+
+    exp = Experiment("probe-nan", "nan metrics", "nothing", _NanConfig, _nan_run)
+    monkeypatch.setitem(registry._REGISTRY, exp.name, exp)
+    specs = sweep_mod.plan(exp, seeds=[0, 1, 2])
+    with Store(tmp_path / "s.db") as store:
+        result = sweep_mod.run_sweep(exp, specs, store, progress=False)
+        rows = {r.seed: r for r in store.runs("probe-nan")}
+    assert result.ran == 3 and result.failed == 2
+    assert rows[0].status == "ok" and rows[0].metrics == {"loss": 0.5, "curve": [1.0]}
+    assert rows[1].status == "failed" and "non-finite metrics: loss=nan" in rows[1].error
+    assert rows[2].status == "failed" and "curve=[1.0, inf]" in rows[2].error
+
+
+def test_configs_made_in_python_are_checked_too():
+    exp = Experiment("probe-nan", "nan metrics", "nothing", _NanConfig, _nan_run, limits={"lr": "(0,1]"})
+    assert exp.make_config(lr=0.5).lr == 0.5
+    for bad, message in [(2.0, "must be \\(0,1\\]"), (0.0, "must be"), ("x", "expected float, got str"),
+                         (True, "expected float, got bool")]:
+        with pytest.raises(ValueError, match=message):
+            exp.make_config(lr=bad)
+    with pytest.raises(ValueError, match="bad limit"):
+        Experiment("probe-bad", "", "", _NanConfig, _nan_run, limits={"lr": "positive"})
+
+
+# ------------------------------------------------------------------------------------------------ the store
+def test_a_corrupt_page_is_found_before_anything_runs(tmp_path):
+    db, log = tmp_path / "s.db", tmp_path / "toy.log"
+    with Store(db) as store:
+        for seed in range(200):
+            store.record("other", {"seed": seed, "pad": "x" * 500}, {"v": seed})
+        conn = store._conn
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(db.read_bytes())
+    page = 4096
+    assert len(data) > 10 * page
+    data[5 * page: 7 * page] = os.urandom(2 * page)  # two pages of the table's b-tree
+    db.write_bytes(bytes(data))
+    proc = run_symkit("reproduce", "cli-toy", "--quick", "--store", str(db), SYMKIT_TOY_LOG=str(log))
+    _one_line_error(proc, 1, str(db))
+    assert "corrupt" in proc.stderr or "malformed" in proc.stderr
+    assert executions(log) == []
+
+
+def test_a_store_locked_for_the_whole_sweep_is_refused_before_running(tmp_path):
+    db, log = tmp_path / "s.db", tmp_path / "toy.log"
+    Store(db).close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        proc = run_symkit("reproduce", "cli-toy", "--quick", "--store", str(db), SYMKIT_TOY_LOG=str(log),
+                          SYMKIT_STORE_TIMEOUT="0.5")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    _one_line_error(proc, 1, "locked", "0.5 s")
+    assert executions(log) == []
+
+
+def test_runs_finished_while_the_store_is_locked_are_kept_and_recorded_later(tmp_path, toy):
+    db = tmp_path / "s.db"
+    specs = sweep_mod.plan(toy, quick=True)
+    store = Store(db, timeout=0.2)
+    store.preflight()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # taken after the check: every record of the sweep meets the lock
+    try:
+        result = sweep_mod.run_sweep(toy, specs, store, progress=False)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        store.close()
+    assert result.ran == len(specs) == result.pending == 4 and not result.unsaved
+    assert "locked" in result.store_error
+    assert result.pending_path == store.pending_path and store.pending_path.exists()
+    with Store(db) as again:  # the next writable open records the side file and removes it
+        rows = again.runs("cli-toy")
+    assert len(rows) == 4 and all(r.status == "ok" for r in rows)
+    assert not store.pending_path.exists()
+    expected = {(r.spec.config["n"], r.spec.seed) for r in [sweep_mod.execute(s) for s in specs]}
+    assert {(r.config["n"], r.seed) for r in rows} == expected
+
+
+def test_a_side_file_that_cannot_be_written_leaves_the_runs_in_the_result(tmp_path, toy, monkeypatch):
+    store = Store(tmp_path / "s.db")
+    monkeypatch.setattr(store, "record", lambda *a, **k: (_ for _ in ()).throw(StoreError("store gone")))
+    monkeypatch.setattr(store, "keep_pending", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    result = sweep_mod.run_sweep(toy, sweep_mod.plan(toy, quick=True), store, progress=False)
+    assert len(result.unsaved) == 4 and all(o.metrics is not None for o in result.unsaved)
+    assert result.store_error == "store gone"
+
+
+def test_read_only_commands_open_the_store_read_only(tmp_path, toy):
+    db = tmp_path / "s.db"
+    with Store(db) as store:
+        store.record("cli-toy", {"n": 10, "seed": 0}, {"error": 0.1, "mean": 0.0})
+    before = db.read_bytes()
+    with Store(db, readonly=True) as ro:
+        assert len(ro.runs("cli-toy")) == 1
+        with pytest.raises(StoreError, match="read-only"):
+            ro.record("cli-toy", {"n": 10, "seed": 1}, {"error": 0.1})
+        with pytest.raises(StoreError, match="read-only"):
+            ro.preflight()
+    assert db.read_bytes() == before
+    out = tmp_path / "report"
+    proc = run_symkit("report", "cli-toy", "--store", str(db), "--out", str(out))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert run_symkit("runs", "cli-toy", "--store", str(db)).returncode == 0
+    assert db.read_bytes() == before
+    with pytest.raises(StoreError, match="no results store"):
+        Store(tmp_path / "absent.db", readonly=True)
+    assert not (tmp_path / "absent.db").exists()
+
+
+@pytest.mark.parametrize("value", ["two", "99"])
+def test_a_bad_or_newer_schema_version_is_a_one_line_error(tmp_path, value):
+    db = tmp_path / "s.db"
+    Store(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE symkit_meta SET value = ? WHERE key = 'schema_version'", (value,))
+    proc = run_symkit("runs", "--store", str(db))
+    _one_line_error(proc, 1, "bad schema_version" if value == "two" else "newer symkit")
+
+
+def test_paths_that_cannot_be_used_are_one_line_errors(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    _one_line_error(run_symkit("reproduce", "cli-toy", "--quick", "--store", str(a_file / "s.db")), 1,
+                    "is a file, not a directory")
+    db = tmp_path / "s.db"
+    assert run_symkit("reproduce", "cli-toy", "--quick", "--store", str(db)).returncode == 0
+    _one_line_error(run_symkit("report", "cli-toy", "--store", str(db), "--out", str(a_file / "r")), 2,
+                    "cannot use")
+    _one_line_error(run_symkit("ranks", "--group", "SO(99)", "--store", str(db)), 2, "no cells for group 'SO(99)'")
+    _one_line_error(run_symkit("ranks", "--max-rank", "-1", "--store", str(db)), 2, "--max-rank must be >= 0")
+
+
+# ------------------------------------------------------------------------------------------------ processes
+def _children(pid: int) -> set[int]:
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.add(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_workers_of_a_killed_process_sweep_exit(tmp_path):
+    db, log = tmp_path / "s.db", tmp_path / "toy.log"
+    cmd = symkit_cmd("reproduce", "cli-toy", "--quick", "--seeds", "0-7", "--set", "sleep=2", "-e", "process",
+                     "-j", "2", "--store", str(db))
+    proc = subprocess.Popen(cmd, env=cli_env(SYMKIT_TOY_LOG=str(log)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not log.exists() or not log.read_text().strip():
+            assert proc.poll() is None and time.monotonic() < deadline, "no worker started a run"
+            time.sleep(0.05)
+        children = _children(proc.pid)
+        workers = {int(line.split()[2]) for line in log.read_text().splitlines()}
+        assert workers <= children and workers
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in children if _alive(p)], "workers (or the resource tracker) outlived the sweep"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+class _FlakyPool:
+    """A pool whose ``submit`` finds it broken once (a worker died since the last result), then runs inline."""
+
+    def __init__(self, state: dict) -> None:
+        self.state = state
+
+    def submit(self, fn, spec):
+        if not self.state["broken_once"]:
+            self.state["broken_once"] = True
+            raise BrokenProcessPool("a child process terminated abruptly")
+        future: Future = Future()
+        future.set_result(fn(spec))
+        return future
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        self.state["shutdowns"] += 1
+
+
+def test_a_pool_found_broken_at_submit_time_loses_no_run(toy, monkeypatch):
+    state = {"broken_once": False, "shutdowns": 0}
+    monkeypatch.setattr(sweep_mod, "_new_pool", lambda jobs: _FlakyPool(state))
+    specs = sweep_mod.plan(toy, quick=True)
+    outcomes = list(sweep_mod._process(specs, 2, None))
+    assert state["broken_once"] and state["shutdowns"] == 2  # the broken pool was replaced
+    assert sorted((o.spec.config["n"], o.spec.seed) for o in outcomes) == sorted(
+        (s.config["n"], s.seed) for s in specs)
+    assert all(o.error is None for o in outcomes)
+
+
+def test_pools_that_never_take_a_run_end_the_sweep_with_a_clear_error(toy, monkeypatch):
+    class Dead(_FlakyPool):
+        def submit(self, fn, spec):
+            raise BrokenProcessPool("a child process terminated abruptly")
+
+    monkeypatch.setattr(sweep_mod, "_new_pool", lambda jobs: Dead({"shutdowns": 0}))
+    with pytest.raises(sweep_mod.SweepError, match="die before taking a run"):
+        list(sweep_mod._process(sweep_mod.plan(toy, quick=True), 2, None))

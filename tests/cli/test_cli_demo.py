@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from symkit_cli_helpers import run_symkit
 from typer.testing import CliRunner
 
@@ -37,7 +36,6 @@ def test_demo_with_an_unknown_experiment_lists_the_valid_ones(toy, tmp_path):
     assert "no experiment named 'nope'; valid names:" in result.output and "cli-toy" in result.output
 
 
-@pytest.mark.slow
 def test_the_default_demo_writes_a_report_with_a_plot(tmp_path):
     out = tmp_path / "demo"
     result = run_symkit("demo", "--out", str(out), timeout=600)

@@ -7,7 +7,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 from symkit_cli_helpers import cli_env, executions, run_symkit, symkit_cmd
 
 from symkit.store import Store
@@ -123,7 +122,6 @@ def test_a_bad_setting_in_a_real_process_is_one_clear_line(tmp_path):
     )
 
 
-@pytest.mark.slow  # an unknown name makes the command import every experiment module
 def test_an_unknown_name_in_a_real_process_is_one_clear_line(tmp_path):
     unknown = run_symkit("reproduce", "cli-tyo", "--store", str(tmp_path / "s.db"))
     assert unknown.returncode == 2

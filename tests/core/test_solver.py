@@ -63,7 +63,20 @@ def test_random_expressions_bases_are_invariant_and_paths_agree(data):
     Q = rep.equivariant_basis()
     assert Q.shape == (rep.size, rep.rank())
     assert_invariant_basis(Q, rep, tol=1e-9)
-    assert rep.rank(method="dense") == Q.shape[1]
+    # every solver path that applies to all the blocks spans the same subspace, with the same rank
+    P_auto = Q @ Q.conj().T
+    compared = []
+    for m in solve_mod.METHODS[1:]:
+        clear_memory_cache()
+        try:
+            Qm = rep.equivariant_basis(method=m)
+        except ValueError as exc:  # the path does not apply to some block of this rep
+            assert "does not apply" in str(exc), exc
+            continue
+        assert Qm.shape == Q.shape and rep.rank(method=m) == Q.shape[1], m
+        np.testing.assert_allclose(Qm @ Qm.conj().T, P_auto, atol=1e-8, err_msg=m)
+        compared.append(m)
+    assert {"dense", "iterative"} <= set(compared), compared
     P = rep.equivariant_projector()
     x = np.random.default_rng(0).standard_normal(rep.size)
     np.testing.assert_allclose(P @ x, Q @ (Q.conj().T @ x), atol=1e-10)
@@ -77,9 +90,7 @@ def test_mixed_group_expressions(data):
     a = data.draw(rep_exprs(G1, max_size=9))
     b = data.draw(rep_exprs(G2, max_size=9))
     rep = a * b + (a * b).T
-    if rep.G is None:
-        return
-    Q = rep.equivariant_basis()
+    Q = rep.equivariant_basis()  # with no group (a or b only scalars) every vector is invariant: rank = size
     assert Q.shape[1] == rep.rank() == 2 * a.rank() * b.rank()
     assert_invariant_basis(Q, rep, tol=1e-9)
 

@@ -41,7 +41,6 @@ TABLE1 = [(2, "none", 0.019, 0.915, 0.03), (2, "entropy", 0.016, 0.385, 0.07), (
           (6, "none", 0.050, 3.35, 0.075), (6, "entropy", 0.048, 3.36, 0.094), (6, "both", 0.028, 0.59, 0.132)]
 
 
-@pytest.mark.slow
 def test_table1_reproduces():
     """Table 1 at full size (200 seeds): |MSE - paper| <= 0.004, |PD - paper| <= 2 CI, and the ablation ordering."""
     from symkit.experiments import get_experiment

@@ -7,27 +7,36 @@ import pytest
 from symkit.experiments import get_experiment
 
 
-def test_angle_quick_runs_and_reports_consistent_metrics():
+def test_angle_quick_run_learns_and_the_rotation_base_is_best():
+    """Quick size: angles uniform in [-1.5, 1.5) rad (mean predictor MSE ~ 1.5^2 / 3 = 0.75). Each base must beat the
+    mean predictor by a factor of 2, and the rotation base (the one aligned with the task, the paper's best) must
+    have the lowest error, as in §4.2 (rotation 1.315 < scaling 1.801 < shift 1.991 at full size)."""
     exp = get_experiment("powernet-angle")
-    cfg = exp.make_config(quick=True, base="rotation")
-    m = exp.run(cfg)
-    # angles uniform on [-pi, pi): the mean predictor's MSE is close to pi^2 / 3
-    assert m["mean_predictor_mse"] == pytest.approx(math.pi**2 / 3, rel=0.25)
-    assert 0 < m["test_mse"] < 3 * m["mean_predictor_mse"]
-    assert m["test_wrapped_mse"] <= m["test_mse"] + 1e-12
-    assert m["test_mae"] ** 2 <= m["test_mse"] + 1e-12
-    assert m["n_train_digits"] == cfg.train_subset and m["n_test"] == round(1797 * cfg.test_fraction)
+    got = {}
+    for base in ("rotation", "scaling", "shift_up"):
+        cfg = exp.make_config(quick=True, base=base)
+        m = exp.run(cfg)
+        assert m["mean_predictor_mse"] == pytest.approx(cfg.max_angle**2 / 3, rel=0.25)
+        assert m["test_mse"] < 0.5 * m["mean_predictor_mse"], (base, m)
+        assert m["test_wrapped_mse"] <= m["test_mse"] + 1e-12
+        assert m["test_mae"] ** 2 <= m["test_mse"] + 1e-12
+        assert m["n_train_digits"] == cfg.train_subset and m["n_test"] == round(1797 * cfg.test_fraction)
+        got[base] = m["test_mse"]
+    assert got["rotation"] < min(got["scaling"], got["shift_up"]), got
+    assert got["rotation"] < 0.3 * m["mean_predictor_mse"]
     assert {p.where["base"] for p in exp.paper} == {"shift_up", "scaling", "rotation"}
     with pytest.raises(ValueError, match="base"):
         exp.run(exp.make_config(quick=True, base="affine"))
 
 
-def test_classify_quick_runs_both_models_on_the_same_data():
+def test_classify_quick_run_learns_both_models_on_the_same_data():
     exp = get_experiment("powernet-classify")
     m = exp.run(exp.make_config(quick=True))
-    for name in ("powernet", "cnn"):
-        assert 0.0 <= m[f"{name}_test_acc"] <= 1.0
-        assert math.isfinite(m[f"{name}_train_loss"])
+    for name in ("powernet", "cnn", "cnn1"):
+        assert m[f"{name}_test_acc"] > 0.3, (name, m)  # chance is 0.1
+        assert math.isfinite(m[f"{name}_train_loss"]) and m[f"{name}_train_loss"] < math.log(10)
+    # the paper reports equal accuracy: at the quick size, within 15 points of the mean of the two CNNs
+    assert abs(m["powernet_test_acc"] - (m["cnn_test_acc"] + m["cnn1_test_acc"]) / 2) < 0.15
     # 17 terms per channel pair (4 series of 5, sharing the identity) against 25 conv taps
     assert m["powernet_params"] < m["cnn_params"]
     assert m["acc_gap"] == pytest.approx(m["powernet_test_acc"] - m["cnn_test_acc"])

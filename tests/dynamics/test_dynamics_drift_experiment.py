@@ -39,7 +39,6 @@ def test_drift_figure_is_written(tmp_path):
         plot_drift_curves({"rot": {"to_e_curve_nom": [0.0]}}, tmp_path / "bad.png")
 
 
-@pytest.mark.slow
 def test_translations_stay_closer_to_E_than_rotations():
     # §5.1 / App. E.2: Aug drifts off E far less than Nom for translations (dim E / dim L = 1/64 here), and the
     # smaller relative dimension gives the smaller Aug / Nom ratio (C4: 1/4). Measured: 0.039 and 0.085.

@@ -12,14 +12,19 @@ from symkit.nn.relaxed import RelaxedCNN
 
 
 def _data(n=48, size=8, seed=0):
+    """Images whose mean is shifted by +-0.5 with the label: a translation-invariant rule the CONV path can learn."""
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 1, size, size, generator=gen)
-    y = (x[:, 0, : size // 2].sum(dim=(1, 2)) > x[:, 0, size // 2:].sum(dim=(1, 2))).long()  # a learnable rule
+    y = torch.randint(0, 2, (n,), generator=gen)
+    x = torch.randn(n, 1, size, size, generator=gen) + 0.5 * (2 * y - 1).view(-1, 1, 1, 1)
     return x, y
 
 
+def _majority(y):
+    return float(torch.bincount(y).max()) / len(y)
+
+
 def _model():
-    return RelaxedCNN(1, 2, alpha=1, size=8, layer_type="ffc+conv", combine="rms", seed=0)
+    return RelaxedCNN(1, 2, alpha=4, size=8, layer_type="ffc+conv", combine="rms", seed=0)
 
 
 def test_update_schedule_follows_burnin_and_frequency():
@@ -32,12 +37,12 @@ def test_training_updates_precisions_on_schedule_and_ends_at_the_mackay_fixed_po
     torch.manual_seed(0)
     x, y = _data()
     model = _model()
-    cfg = MarglikConfig(n_epochs=6, burnin=3, frequency=3, n_hypersteps=300, lr=0.03, lr_hyp=0.1, batch_size=16,
+    cfg = MarglikConfig(n_epochs=6, burnin=3, frequency=3, n_hypersteps=300, lr=0.1, lr_hyp=0.1, batch_size=16,
                         optimizer="sgd", mc_samples=None)
     res = train_marglik(model, x, y, cfg)
     updated = [r["epoch"] for r in res.history if "neg_log_marglik" in r]
     assert updated == [3, 6] and len(res.hyper_seconds) == 2 and len(res.epoch_seconds) == 6
-    assert res.history[-1]["train_acc"] >= 0.5
+    assert res.history[-1]["train_acc"] >= _majority(y) + 0.2  # learned: the constant predictor scores 0.60
     assert not torch.allclose(res.log_prior_prec.detach(), torch.zeros_like(res.log_prior_prec))
     # after many steps on L_η at fixed θ and curvature, every group sits at d L_η / d log δ = 0, i.e. MacKay's
     # δ |θ|² = γ = Σ λ / (λ + δ); checked on the final Laplace fit, whose θ is the trained model's
@@ -57,7 +62,7 @@ def test_laplace_of_the_trained_model_matches_a_fresh_fit():
     v1 = float(res.laplace.neg_log_marglik(res.log_prior_prec.detach()))
     v2 = float(fresh.neg_log_marglik(res.log_prior_prec.detach()))
     assert v1 == pytest.approx(v2, rel=1e-6)  # the stored approximation is that of the final θ
-    assert 0.0 <= accuracy(model, x, y) <= 1.0
+    assert accuracy(model, x, y) == pytest.approx(float((model(x).argmax(1) == y).float().mean()))
 
 
 def test_bad_inputs_are_rejected_with_clear_errors():

@@ -46,10 +46,21 @@ def test_sample_errors_vanish_for_equivariant_maps_and_not_otherwise():
 
 
 def test_sample_translation_uses_pixels():
-    # a whole-pixel translation of a constant-padded image is exact in the interior: compare one draw by hand
-    x = randn(2, 1, 11, 11)
-    r = sample_translation_error(lambda z: z[..., 5:6, 5:6].flatten(1), x, max_pixels=0.0, on="logits")
-    assert r.value == 0.0
+    """On a linear ramp (value = column index, or row index) a translation by d pixels changes the centre pixel by
+    exactly d (bilinear interpolation is exact on a ramp): the error of one draw is |dx| (or |dy|) in pixels, with
+    (dx, dy) ~ U(-max_pixels, max_pixels) drawn from the documented generator."""
+    n = 21
+    cols = torch.arange(n, dtype=torch.float64).expand(n, n)
+    centre = lambda z: z[..., n // 2: n // 2 + 1, n // 2: n // 2 + 1].flatten(1)  # noqa: E731
+    for seed in (0, 1, 2):
+        dx, dy = ((2 * torch.rand(2, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) - 1) * 3.0)
+        for ramp, expected in ((cols, abs(float(dx))), (cols.T, abs(float(dy)))):
+            x = ramp.reshape(1, 1, n, n).clone()
+            r = sample_translation_error(centre, x, max_pixels=3.0, n_samples=1, seed=seed, on="logits")
+            assert r.value == pytest.approx(expected, abs=1e-9), (seed, expected, r.value)
+            assert expected > 0.05  # a draw that moves the image: the check is not trivially 0
+    zero = sample_translation_error(centre, cols.reshape(1, 1, n, n).clone(), max_pixels=0.0, on="logits")
+    assert zero.value == 0.0
 
 
 def test_discrete_shift_consistency_has_no_wraparound():

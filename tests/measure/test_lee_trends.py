@@ -32,14 +32,15 @@ def test_quick_mixer_run():
     exp = get_experiment("lee-trends")
     m = exp.run(exp.make_config(quick=True, arch="mixer"))
     check_lee_metrics(m, "mixer")
-    assert m["test_acc"] > 0.2  # chance is 0.1; 60 Adam steps learn something
+    assert m["test_acc"] > 0.5  # chance is 0.1; 150 Adam steps reach ~0.8
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["cnn", "vit"])
 def test_quick_runs(arch):
     exp = get_experiment("lee-trends")
-    check_lee_metrics(exp.run(exp.make_config(quick=True, arch=arch)), arch)
+    m = exp.run(exp.make_config(quick=True, arch=arch))
+    check_lee_metrics(m, arch)
+    assert m["test_acc"] > 0.3, m["test_acc"]  # chance is 0.1: the measured models have learned (cnn 0.93, vit 0.48)
 
 
 def test_bad_arch():

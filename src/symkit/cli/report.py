@@ -3,6 +3,10 @@
 Runs that share a config (all fields but the seed, i.e. one ``config_hash``) form a group. For each numeric metric
 the group shows the mean over seeds and its standard error (sample standard deviation over sqrt(n); blank for a
 single seed). Booleans count as 0/1 unless all seeds agree; strings and lists are shown when all seeds agree.
+
+Every group is labelled with its setup, the scale it ran at (:func:`scale_of`): ``full`` (the experiment's
+defaults, its paper-sized setup), ``quick`` (the CI size) or ``modified`` (anything else, e.g. a ``--set``). The
+paper's numbers are shown only beside ``full`` rows; a quick or modified run is not comparable with them.
 """
 
 from __future__ import annotations
@@ -19,6 +23,28 @@ from typing import Any
 from symkit.experiments.registry import Experiment, PaperValue, Plot
 from symkit.store import RunRecord, canonical_json
 
+SCALES = ("full", "quick", "modified")
+INTERVALS = ("Values are means over seeds ± standard error (sample standard deviation / sqrt(n); none for one seed). "
+             "Paper values are as printed, ± converted to a standard error where the paper gives a 95% interval.")
+
+
+def scale_of(experiment: Experiment, config: Mapping[str, Any]) -> str:
+    """``full`` when every setting the sweeps do not vary has its default (the paper-sized setup), ``quick`` when
+    each has its ``--quick`` value, ``modified`` otherwise."""
+    swept = {"seed", *experiment.sweep, *(experiment.quick_sweep or {})}
+    if experiment.points is not None:
+        swept |= {k for quick in (False, True) for point in experiment.points(quick) for k in point}
+    full = experiment.config()
+    quick = experiment.make_config(quick=True)
+    fixed = [k for k in experiment.field_names() if k not in swept and k in config]
+
+    def matches(reference: Any) -> bool:
+        return all(canonical_json(config[k]) == canonical_json(getattr(reference, k)) for k in fixed)
+
+    if matches(full):
+        return "full"
+    return "quick" if matches(quick) else "modified"
+
 
 @dataclass
 class Group:
@@ -30,6 +56,7 @@ class Group:
     stderr: dict[str, float | None] = field(default_factory=dict)
     paper: dict[str, PaperValue] = field(default_factory=dict)
     metrics_by_seed: dict[int, dict[str, Any]] = field(default_factory=dict)
+    scale: str = "full"
 
     def value(self, key: str) -> Any:
         """A config field or, failing that, the aggregated metric ``key``."""
@@ -38,7 +65,8 @@ class Group:
     def as_row(self) -> dict[str, Any]:
         """The plain-dict form handed to an experiment's ``summarize``."""
         return {"config": dict(self.config), "n": len(self.seeds), "mean": dict(self.mean),
-                "stderr": dict(self.stderr), "by_seed": {s: dict(m) for s, m in self.metrics_by_seed.items()}}
+                "stderr": dict(self.stderr), "by_seed": {s: dict(m) for s, m in self.metrics_by_seed.items()},
+                "scale": self.scale}
 
 
 @dataclass
@@ -90,7 +118,8 @@ def _sort_key(value: Any) -> tuple[int, Any]:
 
 
 def aggregate(experiment: Experiment, records: Sequence[RunRecord]) -> list[Group]:
-    """Group the ``ok`` records by config and aggregate their metrics over seeds; attach matching paper values."""
+    """Group the ``ok`` records by config and aggregate their metrics over seeds; label each group's scale and
+    attach the matching paper values to ``full`` groups only."""
     by_hash: dict[str, list[RunRecord]] = {}
     for record in records:
         if record.status == "ok" and record.metrics is not None:
@@ -105,7 +134,8 @@ def aggregate(experiment: Experiment, records: Sequence[RunRecord]) -> list[Grou
             names.update(dict.fromkeys(run.metrics or {}))
         for name in names:
             group.mean[name], group.stderr[name] = _aggregate_values([(r.metrics or {}).get(name) for r in runs])
-        for paper in experiment.paper:
+        group.scale = scale_of(experiment, runs[0].config)
+        for paper in experiment.paper if group.scale == "full" else ():
             if all(k in config and _same(config[k], v) for k, v in paper.where.items()):
                 group.paper[paper.metric] = paper
         groups.append(group)
@@ -158,19 +188,19 @@ def markdown_table(experiment: Experiment, groups: Sequence[Group]) -> str:
     with_paper = {m for g in groups for m in g.paper}
     # the metrics the paper reports come first, each followed by the paper's number
     metrics = sorted(_metric_names(groups), key=lambda m: m not in with_paper)
-    header = [*keys, "seeds"]
+    header = [*keys, "setup", "seeds"]
     for metric in metrics:
         header.append(metric)
         if metric in with_paper:
             header.append(f"{metric} (paper)")
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for group in groups:
-        cells = [_fmt(group.config.get(k)) for k in keys] + [str(len(group.seeds))]
+        cells = [_fmt(group.config.get(k)) for k in keys] + [group.scale, str(len(group.seeds))]
         for metric in metrics:
             cells.append(_fmt(group.mean.get(metric), group.stderr.get(metric)))
             if metric in with_paper:
                 paper = group.paper.get(metric)
-                cells.append(_fmt(paper.value, paper.stderr) if paper else "")
+                cells.append(_fmt(paper.value, paper.stderr) if paper else ("" if group.scale == "full" else "–"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -182,11 +212,11 @@ def csv_table(experiment: Experiment, groups: Sequence[Group]) -> str:
     metrics = _metric_names(groups)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([*keys, "seeds", *[c for m in metrics for c in (m, f"{m}_se", f"{m}_paper")]])
+    writer.writerow([*keys, "setup", "seeds", *[c for m in metrics for c in (m, f"{m}_se", f"{m}_paper")]])
     for group in groups:
         row: list[Any] = [canonical_json(group.config.get(k)) if isinstance(group.config.get(k), (list, dict))
                           else group.config.get(k) for k in keys]
-        row.append(len(group.seeds))
+        row += [group.scale, len(group.seeds)]
         for metric in metrics:
             paper = group.paper.get(metric)
             mean = group.mean.get(metric)
@@ -345,11 +375,14 @@ def build_report(
         if experiment.summarize is not None:
             parts += [experiment.summarize([g.as_row() for g in groups]).rstrip(), ""]
         parts += [markdown_table(experiment, groups), ""]
-        parts.append("Values are means over seeds ± standard error.")
+        parts.append(INTERVALS)
+        if any(g.scale != "full" for g in groups) and experiment.paper:
+            parts.append("Setup: `full` rows use the experiment's paper-sized defaults; `quick` and `modified` rows "
+                         "are not comparable with the paper, so their paper column shows –.")
         unmatched = [p for p in experiment.paper if not any(p.metric in g.paper and g.paper[p.metric] is p
                                                              for g in groups)]
         if unmatched:
-            parts += ["", "Paper values with no matching run here (run the full setup to compare):", ""]
+            parts += ["", "Paper values with no matching full-size run here (run the full setup to compare):", ""]
             for p in unmatched:
                 where = ", ".join(f"{k}={_fmt(v)}" for k, v in p.where.items()) or "any setting"
                 parts.append(f"- {p.metric} = {_fmt(p.value, p.stderr)} at {where}"

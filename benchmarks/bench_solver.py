@@ -32,6 +32,13 @@ from symkit.reps.thesis_tables import compute_rank, thesis_cells  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EMLP_PY = ROOT / ".bench" / "emlp-venv" / "bin" / "python"
+#: both sides on one thread: symkit through threadpoolctl (BLAS) in this process; emlp's JAX (XLA's Eigen pool and
+#: intra-op threads) and its numpy BLAS through the environment of its subprocess
+PINNED_ENV = {
+    "XLA_FLAGS": "--xla_force_host_platform_device_count=1 --xla_cpu_multi_thread_eigen=false "
+                 "intra_op_parallelism_threads=1",
+    "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NPROC": "1",
+}
 
 # (label, symkit group expr, emlp group expr, p, q) -- the same generators in both libraries where they agree
 CELLS = [
@@ -87,7 +94,7 @@ print("RESULT " + json.dumps(out))
 def run_emlp(case: dict, timeout: float) -> tuple[float | None, str]:
     if not EMLP_PY.exists():
         return None, "emlp not installed"
-    env = dict(os.environ, TQDM_DISABLE="1", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    env = dict(os.environ, TQDM_DISABLE="1", **PINNED_ENV)
     try:
         out = subprocess.run(
             [str(EMLP_PY), "-c", EMLP_DRIVER, json.dumps(case)],
@@ -122,6 +129,8 @@ def main() -> None:
     args = ap.parse_args()
     threadpool_limits(1)
     print(f"emlp interpreter: {EMLP_PY if EMLP_PY.exists() else 'emlp not installed'}")
+    print("threads: symkit 1 (threadpoolctl: BLAS); emlp 1 (" + ", ".join(f"{k}={v}" for k, v in PINNED_ENV.items())
+          + ")")
     rows = []
     for label, gs, ge, p, q in CELLS:
         if args.quick and label not in QUICK:

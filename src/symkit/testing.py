@@ -28,7 +28,7 @@ from symkit.reps.errors import element_scale, equivariance_error, nanmax, relati
 
 __all__ = [
     "assert_equivariant", "assert_invariant_basis", "default_tolerance", "equivariance_error",
-    "function_equivariance_error", "function_errors",
+    "finite_difference_lie_derivative", "function_equivariance_error", "function_errors",
 ]
 
 #: tolerance per unit of the element scale k(g), in units of the dtype's machine epsilon
@@ -180,3 +180,46 @@ def assert_invariant_basis(Q: np.ndarray, rep: Rep, tol: float = 1e-9, n: int = 
     if not err <= tol:
         raise AssertionError(f"basis of {rep!r} is not invariant: scale-adjusted error {err:.3g} > {tol:g}")
     return err
+
+
+def finite_difference_lie_derivative(
+    f: Callable, x: Any, direction: str = "x", h: float = 1e-7, padding: str = "reflection"
+) -> Any:
+    """An independent reference for the translation Lie derivative of :mod:`symkit.measure`: a one-sided finite
+    difference with Richardson extrapolation, ``2 D(h/2) - D(h)``, ``D(h) = (f(S_h x) - f(x)) / h``, where ``S_h``
+    shifts the image by ``h`` normalized units (``h (max(H, W) - 1) / 2`` pixels) with ``torch``'s own
+    ``F.grid_sample`` (bilinear, ``align_corners=True``), sampling the input at ``u + h e`` as symkit's flows do.
+
+    One-sided, because at ``t = 0`` every sample sits on a pixel centre, where bilinear interpolation has a kink:
+    symkit defines the derivative as the limit from ``t > 0`` (docs/measure.md). ``S_h x`` is exactly linear in ``h``
+    while the shift is under a pixel, so for a smooth ``f`` the error is ``O(h^2)`` plus ``eps |f| / h`` rounding.
+    A piecewise-linear network (ReLU, max pool) adds an ``O(h)`` error from the units whose kink lies within the
+    step, until ``h`` is below the distance to the nearest kink: measured on a ReLU CNN (32x32, float64), 1e-2
+    relative at ``h = 1e-3``, 6e-4 at ``1e-5``, 2e-8 at ``1e-7`` (the default, for float64). In float32 rounding
+    needs ``h >= 1e-3``, so agreement is at the 1e-2 level there. ``f`` maps ``(N, C, H, W)`` to outputs that do not
+    move with the image (class scores)."""
+    import torch
+    import torch.nn.functional as F
+
+    if direction not in ("x", "y"):
+        raise ValueError(f"direction must be 'x' or 'y', got {direction!r}")
+    if not isinstance(x, torch.Tensor) or x.ndim != 4 or not x.is_floating_point():
+        raise TypeError("x must be a floating-point tensor of shape (N, C, H, W)")
+    if not 0 < h * (max(x.shape[-2:]) - 1) / 2 < 1:
+        raise ValueError(f"h = {h} must shift the image by less than one pixel")
+    n, _, H, W = x.shape
+    ys = torch.linspace(-1, 1, H, dtype=x.dtype, device=x.device)
+    xs = torch.linspace(-1, 1, W, dtype=x.dtype, device=x.device)
+    gy, gx = torch.meshgrid(ys, xs, indexing="ij")
+    pixels_per_unit = (max(H, W) - 1) / 2
+
+    def shifted(t: float) -> Any:
+        grid = torch.stack([gx, gy], dim=-1).expand(n, H, W, 2).clone()
+        axis, size = (0, W) if direction == "x" else (1, H)
+        grid[..., axis] += t * pixels_per_unit / ((size - 1) / 2)
+        return F.grid_sample(x, grid, mode="bilinear", padding_mode=padding, align_corners=True)
+
+    with torch.no_grad():
+        f0 = f(x)
+        d = lambda t: (f(shifted(t)) - f0) / t  # noqa: E731
+        return 2 * d(h / 2) - d(h)

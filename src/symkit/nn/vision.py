@@ -250,16 +250,26 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18(nn.Module):
-    """ResNet-18-shaped network: 7x7/2 stem, 3x3/2 max pool, four stages of two basic blocks (widths w, 2w, 4w, 8w;
-    stride 2 from the second stage), global average pooling, linear head. ``width=64`` is the standard size."""
+    """ResNet-18-shaped network: a stem, four stages of two basic blocks (widths w, 2w, 4w, 8w; stride 2 from the
+    second stage), global average pooling, linear head. ``width=64`` is the standard size.
 
-    def __init__(self, in_channels: int = 3, num_classes: int = 1000, width: int = 64) -> None:
+    ``stem="imagenet"``: 7x7/2 convolution and 3x3/2 max pool (He et al. 2016). ``stem="cifar"``: one 3x3/1
+    convolution and no pooling, the variant used for 32x32 inputs (and by the LEE measurements of thesis ch. 4)."""
+
+    def __init__(self, in_channels: int = 3, num_classes: int = 1000, width: int = 64, stem: str = "imagenet") -> None:
         super().__init__()
         _check_positive(in_channels=in_channels, num_classes=num_classes, width=width)
-        self.conv1 = nn.Conv2d(in_channels, width, 7, stride=2, padding=3, bias=False)
+        if stem not in ("imagenet", "cifar"):
+            raise ValueError(f"ResNet18: stem must be 'imagenet' or 'cifar', got {stem!r}")
+        self.stem = stem
+        if stem == "imagenet":
+            self.conv1 = nn.Conv2d(in_channels, width, 7, stride=2, padding=3, bias=False)
+            self.maxpool: nn.Module = nn.MaxPool2d(3, stride=2, padding=1)
+        else:
+            self.conv1 = nn.Conv2d(in_channels, width, 3, stride=1, padding=1, bias=False)
+            self.maxpool = nn.Identity()
         self.bn1 = nn.BatchNorm2d(width)
         self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
         stages = []
         c_in = width
         for i in range(4):

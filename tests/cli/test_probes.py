@@ -23,7 +23,7 @@ from symkit.experiments.registry import Experiment
 from symkit.store import Store, StoreError
 
 
-def _one_line_error(proc: subprocess.CompletedProcess, code: int, *fragments: str) -> None:
+def _assert_one_line_error(proc: subprocess.CompletedProcess, code: int, *fragments: str) -> None:
     assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr + proc.stdout
     errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
@@ -51,7 +51,7 @@ def _stored(db: Path) -> list:
 def test_bad_settings_are_refused_before_anything_runs(tmp_path, args, fragments):
     db, log = tmp_path / "s.db", tmp_path / "toy.log"
     proc = run_symkit("reproduce", "cli-toy", "--quick", *args, "--store", str(db), SYMKIT_TOY_LOG=str(log))
-    _one_line_error(proc, 2, *fragments)
+    _assert_one_line_error(proc, 2, *fragments)
     assert executions(log) == [] and _stored(db) == []
 
 
@@ -110,7 +110,7 @@ def test_a_corrupt_page_is_found_before_anything_runs(tmp_path):
     data[5 * page: 7 * page] = os.urandom(2 * page)  # two pages of the table's b-tree
     db.write_bytes(bytes(data))
     proc = run_symkit("reproduce", "cli-toy", "--quick", "--store", str(db), SYMKIT_TOY_LOG=str(log))
-    _one_line_error(proc, 1, str(db))
+    _assert_one_line_error(proc, 1, str(db))
     assert "corrupt" in proc.stderr or "malformed" in proc.stderr
     assert executions(log) == []
 
@@ -126,7 +126,7 @@ def test_a_store_locked_for_the_whole_sweep_is_refused_before_running(tmp_path):
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    _one_line_error(proc, 1, "locked", "0.5 s")
+    _assert_one_line_error(proc, 1, "locked", "0.5 s")
     assert executions(log) == []
 
 
@@ -192,20 +192,20 @@ def test_a_bad_or_newer_schema_version_is_a_one_line_error(tmp_path, value):
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE symkit_meta SET value = ? WHERE key = 'schema_version'", (value,))
     proc = run_symkit("runs", "--store", str(db))
-    _one_line_error(proc, 1, "bad schema_version" if value == "two" else "newer symkit")
+    _assert_one_line_error(proc, 1, "bad schema_version" if value == "two" else "newer symkit")
 
 
 def test_paths_that_cannot_be_used_are_one_line_errors(tmp_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
-    _one_line_error(run_symkit("reproduce", "cli-toy", "--quick", "--store", str(a_file / "s.db")), 1,
+    _assert_one_line_error(run_symkit("reproduce", "cli-toy", "--quick", "--store", str(a_file / "s.db")), 1,
                     "is a file, not a directory")
     db = tmp_path / "s.db"
     assert run_symkit("reproduce", "cli-toy", "--quick", "--store", str(db)).returncode == 0
-    _one_line_error(run_symkit("report", "cli-toy", "--store", str(db), "--out", str(a_file / "r")), 2,
+    _assert_one_line_error(run_symkit("report", "cli-toy", "--store", str(db), "--out", str(a_file / "r")), 2,
                     "cannot use")
-    _one_line_error(run_symkit("ranks", "--group", "SO(99)", "--store", str(db)), 2, "no cells for group 'SO(99)'")
-    _one_line_error(run_symkit("ranks", "--max-rank", "-1", "--store", str(db)), 2, "--max-rank must be >= 0")
+    _assert_one_line_error(run_symkit("ranks", "--group", "SO(99)", "--store", str(db)), 2, "no cells for group 'SO(99)'")
+    _assert_one_line_error(run_symkit("ranks", "--max-rank", "-1", "--store", str(db)), 2, "--max-rank must be >= 0")
 
 
 # ------------------------------------------------------------------------------------------------ processes

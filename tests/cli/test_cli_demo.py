@@ -17,7 +17,7 @@ def test_demo_runs_the_listed_experiments_and_writes_reports_with_plots(toy, tmp
     assert result.exit_code == 0, result.output
     assert "skipping no-such-experiment (not available" in result.output
     report = (out / "cli-toy" / "report.md").read_text()
-    assert "| n | seeds |" in report and "| 10 | 2 |" in report
+    assert "| n | setup | seeds |" in report and "| 10 | quick | 2 |" in report
     png = out / "cli-toy" / "cli-toy-error-vs-n.png"
     assert png.read_bytes()[:4] == b"\x89PNG"
     index = (out / "README.md").read_text()

@@ -203,8 +203,9 @@ def test_paths_that_cannot_be_used_are_one_line_errors(tmp_path):
     db = tmp_path / "s.db"
     assert run_symkit("reproduce", "cli-toy", "--quick", "--store", str(db)).returncode == 0
     _assert_one_line_error(run_symkit("report", "cli-toy", "--store", str(db), "--out", str(a_file / "r")), 2,
-                    "cannot use")
-    _assert_one_line_error(run_symkit("ranks", "--group", "SO(99)", "--store", str(db)), 2, "no cells for group 'SO(99)'")
+                           "cannot use")
+    _assert_one_line_error(run_symkit("ranks", "--group", "SO(99)", "--store", str(db)), 2,
+                           "no cells for group 'SO(99)'")
     _assert_one_line_error(run_symkit("ranks", "--max-rank", "-1", "--store", str(db)), 2, "--max-rank must be >= 0")
 
 

@@ -20,6 +20,14 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` for a child that must react to Ctrl-C: a shell's background job (CI, nohup) ignores SIGINT,
+    the child would inherit that, and Python does not install its KeyboardInterrupt handler for an ignored SIGINT."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def symkit_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "symkit.cli", *args]
 

@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from symkit_cli_helpers import cli_env, executions, run_symkit, symkit_cmd
+from symkit_cli_helpers import cli_env, default_sigint, executions, run_symkit, symkit_cmd
 
 from symkit.store import Store
 
@@ -70,7 +70,8 @@ def test_a_sweep_killed_by_a_signal_resumes_and_runs_only_what_is_missing(tmp_pa
 def test_ctrl_c_stops_the_process_pool_and_the_sweep_resumes(tmp_path):
     db = tmp_path / "s.db"
     proc = subprocess.Popen(symkit_cmd(*SWEEP, "--executor", "process", "--jobs", "2", "--store", str(db)),
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     try:
         _wait_for_runs(db, proc, 2)
         proc.send_signal(signal.SIGINT)

@@ -113,3 +113,24 @@ def test_sum_of_numbers_data():
     assert len(list(set_partitions(4))) == 15
     with pytest.raises(ValueError, match="variant"):
         sum_of_numbers(4, 10, variant="reversed")
+
+
+def test_relaxed_closed_form_passes_the_projected_solution_to_the_validation_loss():
+    """theta = P(A) w* with P(A) = A Abar^T (the cluster-averaging projector), A = softmax(S0): the value the
+    optimiser's upper objective sees, computed here from the documented initialisation with soft_projector."""
+    from symkit.discover.bilevel import relaxed_closed_form
+    from symkit.nn.sharing import soft_projector
+
+    r, b, k = 2, 5, 4
+    w = torch.randn(b, k, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    seen = []
+
+    def val_loss(theta):
+        seen.append(theta.detach().clone())
+        return (theta**2).sum(-1)
+
+    relaxed_closed_form(w, val_loss, entropy_weight=0.0, rank_weight=0.0, iters=0, restarts=r, init_scale=2.0, seed=3)
+    S0 = torch.randn((r, b, k, k), generator=torch.Generator().manual_seed(3), dtype=torch.float64) * 2.0
+    expected = torch.einsum("rbij,bj->rbi", soft_projector(torch.softmax(S0, -1)), w)
+    torch.testing.assert_close(seen[-1], expected, rtol=1e-12, atol=1e-12)
+    assert (expected - w).abs().max() > 0.1  # a soft A mixes the entries: theta is not w* itself

@@ -83,10 +83,12 @@ def run(cfg: GaussianSharingConfig) -> dict:
         best, _ = brute_force_search(cfg.dims, score)
         out.update(summary("brute", best))
     ent, rank = PENALTIES[cfg.penalties]
-    Vt = torch.as_tensor(V)
+    # mean over (i, k) of (V_ik - theta_k)^2 = mean over k of (theta_k - mean_i V_ik)^2 + var_i V_ik: the validation
+    # MSE from two (B, K) statistics, exactly, instead of a (R, B, n_val, K) difference at each of the iterations
+    v_mean, v_var = torch.as_tensor(V.mean(1)), torch.as_tensor(V.var(1))
     res = relaxed_closed_form(
         torch.as_tensor(ybar_T),
-        lambda theta: ((Vt[None] - theta[:, :, None, :]) ** 2).mean((-2, -1)),
+        lambda theta: ((theta - v_mean) ** 2 + v_var).mean(-1),
         entropy_weight=ent,
         rank_weight=rank,
         optimizer=cfg.optimizer,

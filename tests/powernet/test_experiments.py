@@ -9,8 +9,11 @@ from symkit.experiments import get_experiment
 
 def test_angle_quick_run_learns_and_the_rotation_base_is_best():
     """Quick size: angles uniform in [-1.5, 1.5) rad (mean predictor MSE ~ 1.5^2 / 3 = 0.75). Each base must beat the
-    mean predictor by a factor of 2, and the rotation base (the one aligned with the task, the paper's best) must
-    have the lowest error, as in §4.2 (rotation 1.315 < scaling 1.801 < shift 1.991 at full size)."""
+    mean predictor by a factor of 2 (measured 0.12-0.18 against 0.82), and the rotation base, the one aligned with the
+    task, must have the lowest error, as in §4.2 (paper: rotation 0.949 < scaling 1.456 < shift 1.485; full size
+    here: 1.315 < 1.801 < 1.991). At the quick size scaling and shift are not resolved (the paper's are 0.03 apart),
+    but rotation is lowest in 8 of seeds 0-8 (mean 0.10 against 0.14 shift, 0.20 scaling); seed 0: 0.119 against
+    0.182 and 0.184."""
     exp = get_experiment("powernet-angle")
     got = {}
     for base in ("rotation", "scaling", "shift_up"):

@@ -71,8 +71,25 @@ def test_discrete_shift_consistency_has_no_wraparound():
     torch.testing.assert_close(m(rolled), m(x))
     shifted = translate_pixels(x, 3.0, 0.0)
     assert not torch.allclose(m(shifted), m(x))
-    r = discrete_shift_consistency(m, x, max_shift=4, n_shifts=6)
-    assert 0.0 <= r.value <= 1.0
+    # the value by hand: the documented draws, a zero-padded integer shift by slicing, the fraction of equal argmaxes
+    # (a model that compares the left and right halves, so that shifts change some of its predictions)
+    def m(z):
+        return torch.stack([z[:, 0, :, :6].sum((1, 2)), z[:, 0, :, 6:].sum((1, 2))], 1)
+
+    x = randn(40, 3, 12, 12, seed=1)
+    r = discrete_shift_consistency(m, x, max_shift=4, n_shifts=6, padding="zeros")
+    gen = torch.Generator().manual_seed(0)
+    same = torch.zeros(40, dtype=D)
+    ref = m(x).argmax(1)
+    for _ in range(6):
+        dx, dy = torch.randint(-4, 5, (2,), generator=gen).tolist()
+        moved = torch.zeros_like(x)
+        moved[..., max(dy, 0): 12 + min(dy, 0), max(dx, 0): 12 + min(dx, 0)] = \
+            x[..., max(-dy, 0): 12 + min(-dy, 0), max(-dx, 0): 12 + min(-dx, 0)]
+        same += (m(moved).argmax(1) == ref).to(D)
+    torch.testing.assert_close(r.per_sample, same / 6, rtol=0, atol=0)
+    assert r.value == pytest.approx(float(same.mean() / 6))
+    assert 0.2 < r.value < 0.95, r.value  # some predictions change, others do not: the count is exercised
     assert discrete_shift_consistency(lambda z: z.new_zeros(z.shape[0], 2), x).value == 1.0
     # zero shift range means nothing changes
     assert discrete_shift_consistency(m, x, max_shift=0).value == 1.0

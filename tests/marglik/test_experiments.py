@@ -43,7 +43,9 @@ def _majority_percent(y):
 
 def test_layerwise_quadrant_quick_run_learns_and_the_learned_model_beats_conv():
     """Quick size (8 epochs): the learned F-FC+CONV model is well above the constant predictor on digit+quadrant
-    (40 classes, majority class ~4%), and above CONV, which cannot tell the quadrants apart (Table 1's ordering)."""
+    (40 classes, majority class ~4%), and above CONV, which cannot tell the quadrants apart (Table 1's ordering:
+    99.00 against 24.68). Measured, 300 test images: 17.3% against CONV 7.7% (seed 0; seeds 1, 2: 12.3 / 1.3 and
+    29.0 / 6.3); a test accuracy's standard error here is about 2 points."""
     exp = get_experiment("layerwise-quadrant")
     cfg = exp.make_config(quick=True)
     m = exp.run(cfg)
@@ -63,7 +65,8 @@ def test_layerwise_rotated_quick_run_learns_and_reports_three_paths():
     for layer in range(len(m["gconv_rel_per_layer"])):
         total = m["fc_rel_per_layer"][layer] + m["conv_rel_per_layer"][layer] + m["gconv_rel_per_layer"][layer]
         assert total == pytest.approx(100.0, abs=1e-2)
-    majority = _majority_percent(transformed_digits(cfg.transform, seed=cfg.seed)[3])  # ~12% (10 classes)
+    # 10 classes, majority ~12%; measured 22.7% (seed 0; seeds 1, 2: 20.0, 37.3) after 6 quick epochs
+    majority = _majority_percent(transformed_digits(cfg.transform, seed=cfg.seed)[3])
     assert m["test_acc"] > majority + 6.0, (m["test_acc"], majority)
 
 

@@ -74,4 +74,7 @@ def test_bad_inputs_are_rejected_with_clear_errors():
         train_marglik(model, x, y[:4], MarglikConfig(n_epochs=1))
     with pytest.raises(ValueError, match="optimizer must be 'adam' or 'sgd'"):
         train_marglik(model, x, y, MarglikConfig(n_epochs=1, optimizer="lbfgs"))
-    assert math.isfinite(float(train_marglik(model, x, y, MarglikConfig(n_epochs=1, burnin=2)).history[0]["loss"]))
+    # a burn-in longer than the run: plain training, no hyperparameter update and no Laplace fit
+    res = train_marglik(model, x, y, MarglikConfig(n_epochs=1, burnin=2))
+    assert math.isfinite(res.history[0]["loss"]) and "neg_log_marglik" not in res.history[0]
+    assert res.laplace is None and res.hyper_seconds == []

@@ -41,11 +41,12 @@ def test_drift_figure_is_written(tmp_path):
 
 def test_translations_stay_closer_to_E_than_rotations():
     # §5.1 / App. E.2: Aug drifts off E far less than Nom for translations (dim E / dim L = 1/64 here), and the
-    # smaller relative dimension gives the smaller Aug / Nom ratio (C4: 1/4). Measured: 0.039 and 0.085.
+    # smaller relative dimension gives the smaller Aug / Nom ratio (C4: 1/4). Measured (about 9 s): 0.057 and 0.093;
+    # over seeds 0-5 translations 0.056-0.090 and rotations 0.093-0.171, the ordering held in each seed.
     exp = get_experiment("dynamics-drift")
     ratio = {}
     for group in ("trans", "rot"):
-        out = exp.run(exp.make_config(quick=True, group=group, steps=20, aug_passes=8, samples=200))
+        out = exp.run(exp.make_config(quick=True, group=group, steps=20, aug_passes=8, samples=100))
         ratio[group] = out["drift_ratio"]
     assert ratio["trans"] < 0.1
     assert ratio["trans"] < ratio["rot"]

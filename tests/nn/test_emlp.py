@@ -109,9 +109,11 @@ def test_bad_input_gives_clear_errors():
         EquivariantLinear(3, V(G))
     with pytest.raises(ValueError, match="not bound to a group"):
         EquivariantLinear(T(1), V(G))
-    with pytest.raises(ValueError, match="ch must be a positive int"):
+    with pytest.raises(TypeError, match="ch: expected an int, got float 2.5"):
         uniform_rep(2.5, G)
-    with pytest.raises(ValueError, match="num_layers must be an int"):
+    with pytest.raises(ValueError, match="ch: expected an int >= 1, got 0"):
+        uniform_rep(0, G)
+    with pytest.raises(ValueError, match="num_layers: expected an int >= 0, got -1"):
         EMLP(V(G), Scalar, G, ch=16, num_layers=-1)
 
 

@@ -90,8 +90,10 @@ def test_bad_inputs_raise_clear_errors():
         make_base("rot90", (4, 6))
     with pytest.raises(ValueError, match="unknown generator"):
         generator(5, "spin")
-    with pytest.raises(ValueError, match="n must be an int"):
+    with pytest.raises(ValueError, match="n: expected an int >= 1, got 0"):
         sw_derivative(0)
+    with pytest.raises(TypeError, match="n: expected an int, got float"):
+        sw_derivative(8.0)
     with pytest.raises(TypeError, match="real"):
         expm_base(sw_derivative(8))
 

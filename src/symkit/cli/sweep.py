@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symkit.experiments.registry import Experiment, import_experiment
+from symkit.progress import progress_bar, progress_enabled
 from symkit.store import Store, StoreError, canonical_json, config_hash, to_jsonable
 from symkit.store.db import utc_now
 
@@ -485,10 +486,6 @@ _EXECUTORS = {"local": _local, "process": _process, "ray": _ray}
 # -- the driver -------------------------------------------------------------------------------------------------
 
 
-def _show_progress() -> bool:
-    return os.environ.get("SYMKIT_PROGRESS", "1") != "0" and sys.stderr.isatty()
-
-
 def run_sweep(
     experiment: Experiment,
     specs: Sequence[RunSpec],
@@ -523,14 +520,10 @@ def run_sweep(
     if not todo:
         return result
 
-    from tqdm.auto import tqdm
-
     varying = sorted({k for s in todo for k in s.config if len({canonical_json(t.config.get(k)) for t in todo}) > 1})
-    show = _show_progress() if progress is None else progress
-    bar = tqdm(
-        total=len(specs), initial=len(specs) - len(todo), desc=experiment.name, unit="run", position=0,
-        disable=not show, dynamic_ncols=True,
-    )
+    show = progress_enabled() if progress is None else progress
+    bar = progress_bar(desc=experiment.name, total=len(specs), show=show, initial=len(specs) - len(todo), unit="run",
+                       position=0, leave=True)
     run_bar = _RunBar(show, parallel=None if executor == "local" else jobs)
 
     def on_start(spec: RunSpec) -> None:
@@ -579,12 +572,9 @@ class _RunBar:
     def __init__(self, show: bool, parallel: int | None) -> None:
         import threading
 
-        from tqdm.auto import tqdm
-
         self.parallel = parallel
         self.label, self.t0, self.last = "", time.monotonic(), ""
-        self.bar = tqdm(total=None, position=1, leave=False, disable=not show, bar_format="{desc}",
-                        dynamic_ncols=True)
+        self.bar = progress_bar(show=show, position=1, bar_format="{desc}")
         self.show = show
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._tick, daemon=True) if show else None

@@ -13,13 +13,9 @@ import numpy as np
 import torch
 from scipy.sparse.csgraph import connected_components
 
+from symkit._checks import check_int
+
 __all__ = ["sbm_adjacency", "sbm_connectivity"]
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _check_prob(name: str, value: object) -> float:
@@ -33,9 +29,9 @@ def sbm_adjacency(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``num`` symmetric 0/1 adjacency matrices ``(num, n, n)`` (n = clusters * size) and the cluster of each node
     ``(num, n)`` after the random relabelling (identity order when ``permute=False``)."""
-    num = _check_int("num", num, 1)
-    clusters = _check_int("clusters", clusters, 1)
-    size = _check_int("size", size, 1)
+    num = check_int("num", num, 1)
+    clusters = check_int("clusters", clusters, 1)
+    size = check_int("size", size, 1)
     p, q = _check_prob("p", p), _check_prob("q", q)
     rng = np.random.default_rng(seed)
     n = clusters * size

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from symkit._checks import check_int
 from symkit.discover.partition import (
     canonical_labels,
     even_odd,
@@ -36,12 +37,6 @@ __all__ = [
     "cross_correlation",
     "linear_map_data",
 ]
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
 
 
 @dataclass
@@ -84,9 +79,9 @@ def gaussian_shared_means(
     index, then the ``n x K`` normal draws), so for rank 1 the samples are those of the reference code's seeds; for
     rank > 1 our enumeration order of partitions differs from the reference, so only the distribution matches.
     """
-    k = _positive_int(k, "k")
-    rank = _positive_int(rank, "rank")
-    n = _positive_int(n, "n")
+    k = check_int("k", k, 1)
+    rank = check_int("rank", rank, 1)
+    n = check_int("n", n, 1)
     if not 1 <= n_train < n:
         raise ValueError(f"n_train must be in 1..n-1 = {n - 1}, got {n_train}")
     if rank > k:
@@ -137,9 +132,9 @@ def sum_of_numbers(
     ``U[-noise, noise]``; pass ``noise=0`` for a clean test set. The ground-truth sharing of the position blocks is
     one cluster (standard) or even/odd (negated).
     """
-    length = _positive_int(length, "length")
-    n = _positive_int(n, "n")
-    high = _positive_int(high, "high")
+    length = check_int("length", length, 1)
+    n = check_int("n", n, 1)
+    high = check_int("high", high, 1)
     if noise < 0:
         raise ValueError(f"noise must be >= 0, got {noise}")
     if variant == "standard":
@@ -179,7 +174,7 @@ def linear_map_data(
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2:
         raise ValueError(f"W must be a matrix (K_out, K_in), got shape {W.shape}")
-    n = _positive_int(n, "n")
+    n = check_int("n", n, 1)
     if noise_std < 0:
         raise ValueError(f"noise_std must be >= 0, got {noise_std}")
     rng = np.random.default_rng(seed)
@@ -205,8 +200,8 @@ def cross_correlation(
     defaults to sqrt(0.1) (reading the paper's N(0, 0.1) as a variance). The target sharing is
     :func:`~symkit.discover.partition.toeplitz_partition` (zeros form one cluster); A is ``K_out K_in`` square.
     """
-    k_in = _positive_int(k_in, "k_in")
-    kernel_size = _positive_int(kernel_size, "kernel_size")
+    k_in = check_int("k_in", k_in, 1)
+    kernel_size = check_int("kernel_size", kernel_size, 1)
     g = 1.0 + 2.0 * np.arange(kernel_size) if kernel is None else np.asarray(kernel, dtype=np.float64)
     if g.shape != (kernel_size,):
         raise ValueError(f"kernel must have {kernel_size} taps, got shape {g.shape}")

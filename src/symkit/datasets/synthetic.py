@@ -9,19 +9,17 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from symkit._checks import check_int
+
 __all__ = ["o5_synthetic", "inertia", "modified_inertia"]
 
 
 def _generator(seed: int) -> torch.Generator:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {seed!r}")
-    return torch.Generator().manual_seed(seed)
+    return torch.Generator().manual_seed(check_int("seed", seed, 0))
 
 
 def _check_n(n: int) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    return n
+    return check_int("n", n, 1)
 
 
 def o5_synthetic(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ from symkit.nn.sharing import (
     model_parameters,
     nuclear_norm,
 )
+from symkit.progress import progress_bar
 
 __all__ = [
     "sharing_penalty",
@@ -46,19 +46,8 @@ __all__ = [
     "fit_implicit",
     "harden_",
     "fit_model_parameters",
-    "progress_enabled",
 ]
 
-
-def progress_enabled() -> bool:
-    """tqdm bars are shown unless ``SYMKIT_PROGRESS=0``."""
-    return os.environ.get("SYMKIT_PROGRESS", "1") != "0"
-
-
-def _tqdm(iterable: Any, **kw: Any) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, disable=not progress_enabled(), leave=False, **kw)
 
 
 def sharing_penalty(
@@ -97,7 +86,7 @@ def brute_force_search(
         raise ValueError(f"brute force over {bell_number(k)} partitions of k={k} exceeds max_k={max_k}")
     best_labels: np.ndarray | None = None
     best: np.ndarray | None = None
-    for labels in _tqdm(set_partitions(k), total=bell_number(k), desc="partitions"):
+    for labels in progress_bar(set_partitions(k), total=bell_number(k), desc="partitions"):
         s = np.atleast_1d(np.asarray(score(labels), dtype=np.float64))
         if best is None:
             best = s.copy()
@@ -180,7 +169,7 @@ def relaxed_closed_form(
         return val + sharing_penalty(A, entropy_weight, rank_weight, rank_penalty), A
 
     history = []
-    for _ in _tqdm(range(iters), desc="sharing"):
+    for _ in progress_bar(range(iters), desc="sharing"):
         obj, _ = objective()
         opt.zero_grad()
         obj.sum().backward()
@@ -362,7 +351,7 @@ def fit_implicit(
 
     best, best_state, wait, history = float("inf"), None, 0, []
     step = 0
-    for step in _tqdm(range(outer_steps), desc="outer"):
+    for step in progress_bar(range(outer_steps), desc="outer"):
         for _ in range(inner_steps):
             inner_opt.zero_grad()
             train_loss(model).backward(inputs=params)
@@ -423,7 +412,7 @@ def fit_model_parameters(
     params = list(model_parameters(model))
     opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     best, best_state, wait = float("inf"), None, 0
-    for step in _tqdm(range(steps), desc="refit"):
+    for step in progress_bar(range(steps), desc="refit"):
         opt.zero_grad()
         loss(model).backward(inputs=params)
         opt.step()

@@ -25,20 +25,14 @@ from collections.abc import Hashable, Iterator, Sequence
 import numpy as np
 import torch
 
+from symkit._checks import check_int
+
 __all__ = [
     "PermAction", "CyclicTranslations2D", "CyclicTranslations1D", "Rotations90", "TranslationsRotations",
     "Permutations", "GroupAction", "TrivialAction", "lift", "lift_inverse", "act",
 ]
 
 Element = Hashable
-
-
-def _check_n(owner: str, n: object, minimum: int = 1) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{owner}: expected an int grid size n, got {type(n).__name__} {n!r}")
-    if n < minimum:
-        raise ValueError(f"{owner}: expected n >= {minimum}, got {n}")
-    return int(n)
 
 
 class PermAction:
@@ -202,7 +196,7 @@ class CyclicTranslations2D(_GridGroup):
     """Z_n^2 acting on (n, n) images by cyclic translation, (rho(k, l) x)_{ij} = x_{i-k, j-l} (paper Ex. 2)."""
 
     def __init__(self, n: int) -> None:
-        n = _check_n("CyclicTranslations2D", n)
+        n = check_int("CyclicTranslations2D: grid size n", n, 1)
         super().__init__(n, (n, n), 1, f"CyclicTranslations2D({n})")
 
 
@@ -210,7 +204,7 @@ class CyclicTranslations1D(_GridGroup):
     """Z_n acting on (n, n) images by cyclic translation along one axis (App. E.2, Eq. 52; axis 1 = x-shifts)."""
 
     def __init__(self, n: int, axis: int = 1) -> None:
-        n = _check_n("CyclicTranslations1D", n)
+        n = check_int("CyclicTranslations1D: grid size n", n, 1)
         if axis not in (0, 1):
             raise ValueError(f"CyclicTranslations1D: axis must be 0 or 1, got {axis!r}")
         self.axis = axis
@@ -221,7 +215,7 @@ class Rotations90(_GridGroup):
     """C4 acting on (n, n) images by rotations by multiples of 90 degrees, ``torch.rot90`` (paper Ex. 4)."""
 
     def __init__(self, n: int) -> None:
-        n = _check_n("Rotations90", n)
+        n = check_int("Rotations90: grid size n", n, 1)
         super().__init__(n, (1, 1), 4, f"Rotations90({n})")
 
 
@@ -229,7 +223,7 @@ class TranslationsRotations(_GridGroup):
     """Z_n^2 x| C4 acting on (n, n) images by a cyclic translation followed by a rotation (App. E.2, Eq. 53)."""
 
     def __init__(self, n: int) -> None:
-        n = _check_n("TranslationsRotations", n)
+        n = check_int("TranslationsRotations: grid size n", n, 1)
         super().__init__(n, (n, n), 4, f"TranslationsRotations({n})")
 
 
@@ -241,7 +235,7 @@ class Permutations(PermAction):
     """
 
     def __init__(self, n: int, on: str = "matrix") -> None:
-        self.n = _check_n("Permutations", n)
+        self.n = check_int("Permutations: grid size n", n, 1)
         if on not in ("vector", "matrix"):
             raise ValueError(f"Permutations: on must be 'vector' or 'matrix', got {on!r}")
         self.on = on

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from symkit._checks import check_int
 from symkit.dynamics.actions import (
     CyclicTranslations1D,
     CyclicTranslations2D,
@@ -61,9 +62,7 @@ class LayerSpec:
                 f"LayerSpec: {self.action_in.name} and {self.action_out.name} are actions of different groups"
             )
         for name in ("c_in", "c_out"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"LayerSpec.{name}: expected a positive int, got {v!r}")
+            check_int(f"LayerSpec.{name}", getattr(self, name), 1)
 
     @property
     def shape(self) -> tuple[int, ...]:

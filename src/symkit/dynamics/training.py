@@ -17,8 +17,6 @@ of the sum of squared layer norms (not the reference code's fourth-power sum, no
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,6 +25,7 @@ import torch
 
 from symkit.dynamics.actions import act
 from symkit.dynamics.model import ProjectNet
+from symkit.progress import progress_bar
 
 __all__ = ["MODES", "LOSSES", "full_batch_gradient", "train", "Trajectory", "distances", "equivariance_error"]
 
@@ -171,11 +170,6 @@ class Trajectory:
         return np.sqrt((arr[:, keep] ** 2).sum(axis=1))
 
 
-def _progress(iterable, total: int, desc: str):
-    from tqdm.auto import tqdm
-
-    disable = os.environ.get("SYMKIT_PROGRESS", "1") == "0" or not sys.stderr.isatty()
-    return tqdm(iterable, total=total, desc=desc, leave=False, disable=disable)
 
 
 def train(
@@ -205,7 +199,7 @@ def train(
     head = np.array([model.specs[i].is_trivial for i, _, _ in model.layer_params()])
     t, e = distances(model, start)
     travelled, to_e, losses = [t], [e], []
-    for _ in _progress(range(steps), steps, desc=mode):
+    for _ in progress_bar(range(steps), desc=mode):
         value = full_batch_gradient(
             model, X, Y, mode, loss, batch_size, aug_passes, exact, penalty, generator=gen
         )

@@ -37,8 +37,8 @@ from symkit.measure import (
     pixels_per_unit,
     sample_translation_error,
 )
-from symkit.measure.lie import progress_enabled
 from symkit.nn.vision import build_model
+from symkit.progress import progress_bar
 
 ARCHS = ("cnn", "mixer", "vit")
 TRANSFORMS = (
@@ -121,8 +121,6 @@ def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: LEETrendsConfig, gen: torch.Generator) -> int:
-    from tqdm.auto import tqdm
-
     from symkit.measure import translate_pixels
 
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
@@ -132,7 +130,7 @@ def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: LEETrends
         total = min(total, config.max_steps)
     model.train()
     step = 0
-    bar = tqdm(total=total, desc=f"train {config.arch}", disable=not progress_enabled(), leave=False)
+    bar = progress_bar(desc=f"train {config.arch}", total=total)
     while step < total:
         perm = torch.randperm(x.shape[0], generator=gen)
         for idx in perm.split(config.batch_size):

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from scipy import stats
 
+from symkit._checks import check_int
 from symkit.datasets.rotated_digits import augmented_digits, centred_digits, split_indices
 from symkit.experiments.registry import Experiment, PaperValue, register
 from symkit.nn.powernet import ConvNet, PowerNet
@@ -98,8 +99,7 @@ def _accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float
 def run(config: ClassifyConfig) -> dict:
     """Train the PowerNet and the CNN on the same augmented digits; report both test accuracies."""
     t0 = time.time()
-    if isinstance(config.cnn_inits, bool) or not isinstance(config.cnn_inits, int) or config.cnn_inits < 1:
-        raise ValueError(f"cnn_inits must be a positive int, got {config.cnn_inits!r}")
+    check_int("cnn_inits", config.cnn_inits, 1)
     torch.manual_seed(config.seed)
     images, labels = centred_digits(config.digit_size, config.canvas)
     train_idx, test_idx = split_indices(images.shape[0], config.test_fraction, seed=config.seed)

@@ -35,13 +35,14 @@ import json
 import math
 import os
 import pkgutil
-import sys
 import traceback
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from symkit.progress import progress_bar
 
 Metrics = dict[str, Any]
 #: ``summarize(rows) -> str``; each row is ``{"config": {...}, "n": seeds, "mean": {metric: value},
@@ -383,10 +384,7 @@ def progress(iterable: Iterable[T_], total: int | None = None, desc: str = "") -
 
     Shown only on a terminal and unless ``SYMKIT_PROGRESS=0``.
     """
-    from tqdm.auto import tqdm
-
-    disable = os.environ.get("SYMKIT_PROGRESS", "1") == "0" or not sys.stderr.isatty()
-    return tqdm(iterable, total=total, desc=desc, position=2, leave=False, disable=disable, dynamic_ncols=True)
+    return progress_bar(iterable, desc=desc, total=total, position=2)
 
 
 _REGISTRY: dict[str, Experiment] = {}

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from symkit._checks import check_int
 from symkit.groups.base import Group
 
 __all__ = [
     "Trivial", "Z", "S", "C", "D", "SO", "O", "SO13p", "SO13", "O13", "Lorentz", "SO11p", "O11", "Sp", "SU", "U",
     "SL", "GL", "Scaling", "Cube", "RubiksCube", "ZksZnxZn", "Embed", "SO2eR3", "O2eR3", "DkeR3",
 ]
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
-    return int(value)
 
 
 def _perm_matrix(p: np.ndarray) -> np.ndarray:
@@ -53,7 +46,7 @@ class Trivial(_Builtin):
     """The trivial group acting on R^n (every tensor is invariant)."""
 
     def __init__(self, n: int) -> None:
-        n = _check_int("Trivial(n)", n, 1)
+        n = check_int("Trivial(n)", n, 1)
         self._args = (n,)
         super().__init__(None, None, name=f"Trivial({n})", d=n)
 
@@ -62,7 +55,7 @@ class Z(_Builtin):
     """Cyclic group Z_n acting on R^n by the shift P[n,1,...,n-1] (§2.4.3, Table A.1)."""
 
     def __init__(self, n: int) -> None:
-        n = _check_int("Z(n)", n, 1)
+        n = check_int("Z(n)", n, 1)
         self._args = (n,)
         super().__init__([_perm_matrix(np.roll(np.arange(n), 1))], None, name=f"Z({n})", d=n)
 
@@ -71,7 +64,7 @@ class S(_Builtin):
     """Symmetric group S_n on R^n with the two generators of §2.4.3: an n-cycle and a transposition."""
 
     def __init__(self, n: int) -> None:
-        n = _check_int("S(n)", n, 1)
+        n = check_int("S(n)", n, 1)
         self._args = (n,)
         gens = []
         if n >= 2:
@@ -87,7 +80,7 @@ class C(_Builtin):
     """Cyclic group C_k of rotations of R^2 by 2*pi/k."""
 
     def __init__(self, k: int) -> None:
-        k = _check_int("C(k)", k, 1)
+        k = check_int("C(k)", k, 1)
         self._args = (k,)
         t = 2 * np.pi / k
         R = np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
@@ -99,7 +92,7 @@ class D(_Builtin):
     """Dihedral group D_k of R^2: rotation by 2*pi/k and the reflection diag(-1, 1)."""
 
     def __init__(self, k: int) -> None:
-        k = _check_int("D(k)", k, 1)
+        k = check_int("D(k)", k, 1)
         self._args = (k,)
         t = 2 * np.pi / k
         R = np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
@@ -111,7 +104,7 @@ class SO(_Builtin):
     """Special orthogonal group SO(n): so(n) = antisymmetric matrices (§A.1.5.4, Table A.4)."""
 
     def __init__(self, n: int) -> None:
-        n = _check_int("SO(n)", n, 1)
+        n = check_int("SO(n)", n, 1)
         self._args = (n,)
         self.brauer = ("form", np.eye(n), True)
         super().__init__(None, _so_algebra(n) if n > 1 else None, name=f"SO({n})", d=n)
@@ -121,7 +114,7 @@ class O(_Builtin):  # noqa: E742
     """Orthogonal group O(n): so(n) plus the reflection diag(-1, 1, ..., 1) (Table A.5)."""
 
     def __init__(self, n: int) -> None:
-        n = _check_int("O(n)", n, 1)
+        n = check_int("O(n)", n, 1)
         self._args = (n,)
         self.brauer = ("form", np.eye(n), False)
         h = np.eye(n)
@@ -207,7 +200,7 @@ class Sp(_Builtin):
     """Real symplectic group Sp(n) on R^{2n}, preserving Omega = [[0, I], [-I, 0]] (§A.1.5.6, Table A.7)."""
 
     def __init__(self, n: int) -> None:
-        n = _check_int("Sp(n)", n, 1)
+        n = check_int("Sp(n)", n, 1)
         self._args = (n,)
         m = n
         Om = np.zeros((2 * m, 2 * m))
@@ -257,7 +250,7 @@ class SU(_Builtin):
     """Special unitary group SU(n) on C^n (complex; §A.1.5.7, Table A.8)."""
 
     def __init__(self, n: int) -> None:
-        n = _check_int("SU(n)", n, 2)
+        n = check_int("SU(n)", n, 2)
         self._args = (n,)
         self.brauer = ("linear", None, True)
         super().__init__(None, _u_algebra(n, True), name=f"SU({n})", d=n)
@@ -267,7 +260,7 @@ class U(_Builtin):
     """Unitary group U(n) on C^n (complex)."""
 
     def __init__(self, n: int) -> None:
-        n = _check_int("U(n)", n, 1)
+        n = check_int("U(n)", n, 1)
         self._args = (n,)
         self.brauer = ("linear", None, False)
         super().__init__(None, _u_algebra(n, False), name=f"U({n})", d=n)
@@ -277,7 +270,7 @@ class SL(_Builtin):
     """Special linear group SL(n): traceless Lie algebra (volume- and orientation-preserving maps)."""
 
     def __init__(self, n: int) -> None:
-        n = _check_int("SL(n)", n, 2)
+        n = check_int("SL(n)", n, 2)
         self._args = (n,)
         self.brauer = ("linear", None, True)
         out = []
@@ -303,7 +296,7 @@ class GL(_Builtin):
     z_scale = 0.3
 
     def __init__(self, n: int) -> None:
-        n = _check_int("GL(n)", n, 1)
+        n = check_int("GL(n)", n, 1)
         self._args = (n,)
         self.brauer = ("linear", None, False)
         out = []
@@ -321,7 +314,7 @@ class Scaling(_Builtin):
     """Positive scalings x -> e^t x of R^n."""
 
     def __init__(self, n: int) -> None:
-        n = _check_int("Scaling(n)", n, 1)
+        n = check_int("Scaling(n)", n, 1)
         self._args = (n,)
         super().__init__(None, [np.eye(n)], name=f"Scaling({n})", d=n)
 
@@ -435,8 +428,8 @@ class ZksZnxZn(_Builtin):
     """Z_k ⋉ (Z_n x Z_n) on R^k ⊗ R^{n^2} (the p4 / p2 GCNN group of §2.4.3), k in {2, 4}."""
 
     def __init__(self, k: int, n: int) -> None:
-        k = _check_int("ZksZnxZn(k, n)", k, 2)
-        n = _check_int("ZksZnxZn(k, n)", n, 1)
+        k = check_int("ZksZnxZn(k, n)", k, 2)
+        n = check_int("ZksZnxZn(k, n)", n, 1)
         if k not in (2, 4):
             raise ValueError(f"ZksZnxZn(k, n): k must be 2 or 4 (rotations by 180 or 90 degrees), got {k}")
         self._args = (k, n)
@@ -460,7 +453,7 @@ class Embed(Group):
     def __init__(self, G: Group, d: int, slc: slice) -> None:
         if not isinstance(G, Group):
             raise TypeError(f"Embed: expected a Group, got {type(G).__name__}")
-        d = _check_int("Embed(d)", d, G.d)
+        d = check_int("Embed(d)", d, G.d)
         idx = np.arange(d)[slc]
         if len(idx) != G.d:
             raise ValueError(f"Embed: slice {slc} selects {len(idx)} coordinates, but {G.name} has d={G.d}")

@@ -17,7 +17,7 @@ import scipy.linalg
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
-from symkit.linalg.progress import progress
+from symkit.progress import progress_bar
 
 __all__ = ["dense_nullspace", "iterative_nullspace", "NULL_RTOL", "orthonormal_range"]
 
@@ -114,7 +114,7 @@ def iterative_nullspace(
     rng = np.random.default_rng(seed)
     cplx = np.issubdtype(np.dtype(dtype), np.complexfloating)
     r = min(r0, n)
-    bar = progress(desc="iterative nullspace", total=None)
+    bar = progress_bar(desc="iterative nullspace")
     while True:
         X = rng.standard_normal((n, r))
         if cplx:

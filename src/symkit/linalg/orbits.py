@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from symkit.linalg.progress import progress
+from symkit.progress import progress_bar
 
 __all__ = ["tuple_images", "tuple_orbit_labels", "orbit_basis", "orbit_count"]
 
@@ -43,7 +43,7 @@ def tuple_orbit_labels(perms: np.ndarray, k: int, show: bool = True) -> np.ndarr
         inv[f] = np.arange(N, dtype=dt)
         imgs.extend([f, inv])
     lab = np.arange(N, dtype=dt)
-    bar = progress(desc=f"orbits of [{d}]^{k}", total=None, disable_below=N < 2_000_000)
+    bar = progress_bar(desc=f"orbits of [{d}]^{k}", show=None if N >= 2_000_000 else False)
     while True:
         old = lab
         for img in imgs:

@@ -9,7 +9,6 @@ with the initial (unit) prior variances.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from torch import nn
 
 from symkit.marglik.kfac import fit_kfac
 from symkit.marglik.laplace import KronLaplace, PriorGroup, map_penalty, prior_groups
+from symkit.progress import progress_bar
 
 
 @dataclass
@@ -68,13 +68,6 @@ def _batches(x: torch.Tensor, y: torch.Tensor, size: int, gen: torch.Generator |
         yield x[j], y[j]
 
 
-def _progress(iterable, total: int, desc: str):
-    disable = os.environ.get("SYMKIT_PROGRESS", "1") == "0"
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover
-        return iterable
-    return tqdm(iterable, total=total, desc=desc, disable=disable, leave=False)
 
 
 def hyper_update(model: nn.Module, x_ml: torch.Tensor, y_ml: torch.Tensor, log_prior_prec: torch.Tensor,
@@ -128,7 +121,7 @@ def train_marglik(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: Ma
                                                            eta_min=config.lr_hyp_min)
     result = MarglikResult(log_prior_prec, groups, None)
     update_set = set(updates)
-    for epoch in _progress(range(1, config.n_epochs + 1), config.n_epochs, "marglik training"):
+    for epoch in progress_bar(range(1, config.n_epochs + 1), desc="marglik training"):
         model.train()
         t0 = time.perf_counter()
         total, correct = 0.0, 0

@@ -17,14 +17,15 @@ import math
 import torch
 from torch import Tensor
 
+from symkit._checks import check_int
+
 
 def alias(n: int | Tensor, fs: int) -> int | Tensor:
     """``Alias(n)`` for sampling frequency ``fs`` (Eq. 4.2): ``n mod fs``, minus ``fs`` when above ``fs / 2``.
 
     The thesis leaves ``n mod fs == fs / 2`` unspecified; here it maps to ``-fs / 2`` (numpy's ``fftfreq``).
     """
-    if isinstance(fs, bool) or not isinstance(fs, int) or fs < 1:
-        raise ValueError(f"fs must be a positive int, got {fs!r}")
+    check_int("fs", fs, 1)
     if isinstance(n, Tensor):
         m = torch.remainder(n, fs)
         return torch.where(2 * m >= fs, m - fs, m)

@@ -24,6 +24,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from symkit._checks import check_int
 from symkit.measure.lie import OutputSpec, _output_action, with_scores
 from symkit.measure.transforms import ImageFlow, get_transform, pixels_per_unit, translate_pixels
 
@@ -56,9 +57,7 @@ def _check_images(x: object) -> Tensor:
 
 
 def _check_count(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
+    return check_int(name, value, 1)
 
 
 def sample_equivariance_error(
@@ -157,8 +156,7 @@ def discrete_shift_consistency(
     """
     x = _check_images(x)
     _check_count("n_shifts", n_shifts)
-    if isinstance(max_shift, bool) or not isinstance(max_shift, int) or max_shift < 0:
-        raise ValueError(f"max_shift must be a non-negative int, got {max_shift!r}")
+    check_int("max_shift", max_shift, 0)
     gen = torch.Generator().manual_seed(seed)
     same = torch.zeros(x.shape[0], dtype=torch.float64)
     with torch.no_grad():

@@ -35,8 +35,9 @@ import torch.autograd.forward_ad as fwAD
 from torch import Tensor, nn
 
 from symkit.measure._fwad import LinearLayerTangents
-from symkit.measure.lie import OutputSpec, act_tangent, lie_derivative, progress_enabled, tensor_kind, with_scores
+from symkit.measure.lie import OutputSpec, act_tangent, lie_derivative, tensor_kind, with_scores
 from symkit.measure.transforms import ImageFlow, get_transform
+from symkit.progress import progress_bar
 
 DEFAULT_SKIP: tuple[type[nn.Module], ...] = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
 
@@ -261,8 +262,6 @@ def layerwise_lie_derivative(
     many probes through one vmapped backward pass (falls back to one pass per probe if the model does not support
     it); it helps small attention models but is much slower for convolutions on CPU, hence the default of 1.
     """
-    from tqdm.auto import tqdm
-
     if method not in ("exact", "probes"):
         raise ValueError(f"method must be 'exact' or 'probes', got {method!r}")
     if not isinstance(num_probes, int) or num_probes < 2:
@@ -279,7 +278,7 @@ def layerwise_lie_derivative(
         B = x.shape[0]
         if method == "exact":
             contributions = torch.zeros((n, *y0.shape), dtype=y0.dtype, device=y0.device)
-            bar = tqdm(range(n), desc="layers", disable=not progress_enabled(), leave=False)
+            bar = progress_bar(range(n), desc="layers")
             with torch.no_grad():
                 for i in bar:
                     if hooks.lies[i] is None:
@@ -311,7 +310,7 @@ def layerwise_lie_derivative(
             zs = torch.randn((num_probes, *y.shape), generator=gen, dtype=y.dtype, device=y.device)
             scalars = [s for _, s in live]
             chunks = list(range(0, num_probes if live else 0, max(1, probe_batch)))
-            bar = tqdm(chunks, desc="probes", disable=not progress_enabled(), leave=False)
+            bar = progress_bar(chunks, desc="probes")
             batched = probe_batch > 1
             for start in bar:
                 stop = min(start + max(1, probe_batch), num_probes)

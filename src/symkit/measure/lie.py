@@ -12,7 +12,6 @@ transform trivially). LEE is its squared norm per output dimension averaged over
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -23,17 +22,13 @@ from torch import Tensor, nn
 
 from symkit.measure._fwad import LinearLayerTangents
 from symkit.measure.transforms import ImageFlow, get_transform
+from symkit.progress import progress_bar
 
 Action = Callable[[Tensor, Tensor], Tensor]
 OutputSpec = Literal["auto", "invariant", "image", "tokens"] | Action
 Method = Literal["jvp", "func_jvp", "double_vjp"]
 Reduction = Literal["mean_sq", "mean_abs"]
 OUTPUT_KINDS = ("auto", "invariant", "image", "tokens")
-
-
-def progress_enabled() -> bool:
-    """Whether progress bars are shown (off when ``SYMKIT_PROGRESS=0``)."""
-    return os.environ.get("SYMKIT_PROGRESS", "1") != "0"
 
 
 def token_grid(n_tokens: int) -> tuple[int, int] | None:
@@ -278,12 +273,10 @@ def lee(
     probabilities (thesis App. A.3.1.3), ``"logits"`` the raw output. ``reduction="mean_abs"`` gives the reference
     code's mean absolute value instead. Runs without building a graph.
     """
-    from tqdm.auto import tqdm
-
     flow = get_transform(transform)
     f = with_scores(model, on)
     values = []
-    batches = tqdm(_batches(data, batch_size), desc=f"LEE {flow.name}", disable=not progress_enabled(), leave=False)
+    batches = progress_bar(_batches(data, batch_size), desc=f"LEE {flow.name}")
     with torch.no_grad():
         for xb in batches:
             values.append(reduce_lie(lie_derivative(f, xb, flow, output=output, method=method), reduction))
@@ -300,11 +293,9 @@ def lee_table(
     **kwargs: object,
 ) -> dict[str, LEEResult]:
     """:func:`lee` for several transforms, keyed by transform name."""
-    from tqdm.auto import tqdm
-
     flows = [get_transform(t) for t in transforms]
     out: dict[str, LEEResult] = {}
-    for flow in tqdm(flows, desc="LEE", disable=not progress_enabled(), leave=False):
+    for flow in progress_bar(flows, desc="LEE"):
         out[flow.name] = lee(model, data, flow, **kwargs)  # type: ignore[arg-type]
     return out
 

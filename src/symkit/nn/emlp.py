@@ -16,6 +16,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
+from symkit._checks import check_int
 from symkit.groups.base import Group
 from symkit.reps.core import Rep, Scalar, SumRep, T
 
@@ -254,8 +255,7 @@ def uniform_rep(ch: int, G: Group) -> Rep:
     ``r <= R``. ``uniform_rep(256, SO(3))`` is ``70 T0 + 23 T1 + 7 T2 + 2 T3``. For non-orthogonal groups rank ``r``
     is split among ``T(k, r - k)`` deterministically in binomial proportion.
     """
-    if isinstance(ch, bool) or not isinstance(ch, (int, np.integer)) or ch < 1:
-        raise ValueError(f"uniform_rep: ch must be a positive int, got {ch!r}")
+    check_int("uniform_rep: ch", ch, 1)
     if not isinstance(G, Group):
         raise TypeError(f"uniform_rep: expected a Group, got {type(G).__name__}")
     d = G.d
@@ -362,8 +362,7 @@ def layer_reps(
 ) -> list[Rep]:
     """``[rep_in, hidden_1, ..., hidden_L]`` for an EMLP-shaped network (ints become :func:`uniform_rep`)."""
     rep_in, rep_out = model_reps(rep_in, rep_out, group)
-    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
-        raise ValueError(f"EMLP: num_layers must be an int >= 0, got {num_layers!r}")
+    check_int("EMLP: num_layers", num_layers, 0)
     widths = list(ch) if isinstance(ch, (list, tuple)) else [ch] * num_layers
     return [rep_in, *(c if isinstance(c, Rep) else uniform_rep(c, group) for c in widths)]
 

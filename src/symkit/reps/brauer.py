@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from symkit.linalg.progress import progress
+from symkit.progress import progress_bar
 
 __all__ = ["brauer_applicable", "brauer_diagrams", "brauer_basis", "brauer_rank", "levi_civita"]
 
@@ -271,7 +271,7 @@ def _vectors_rank(G: object, kinds: Sequence[str], diagrams: list, max_chunk: in
     while s < k and (N // n**s) * len(diagrams) > max_chunk:
         s += 1
     gram = np.zeros((len(diagrams), len(diagrams)))
-    bar = progress(desc=f"Brauer Gram {G.d}^{k}", total=n**s, disable_below=n**s < 64)
+    bar = progress_bar(desc=f"Brauer Gram {G.d}^{k}", total=n**s, show=None if n**s >= 64 else False)
     for fixed in itertools.product(range(n), repeat=s):
         Tm = _diagram_vectors(G, kinds, diagrams, fixed)
         gram += Tm.T @ Tm

@@ -16,21 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from symkit._checks import check_int
 from symkit.groups.base import Group, ProductGroup
 
 __all__ = [
     "Rep", "ScalarRep", "Scalar", "Vector", "V", "Dual", "SumRep", "ProductRep", "CustomRep", "PseudoScalar", "T",
     "Block", "check_int",
 ]
-
-
-def check_int(what: str, value: Any, minimum: int = 0) -> int:
-    """An int >= minimum, or a TypeError (floats, bools) / ValueError (too small) naming `what`."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{what}: expected an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{what}: expected an int >= {minimum}, got {value}")
-    return int(value)
 
 
 @dataclass(frozen=True, eq=False)

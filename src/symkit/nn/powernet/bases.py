@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from symkit._checks import check_int
+
 __all__ = [
     "Base",
     "DenseBase",
@@ -43,18 +45,12 @@ __all__ = [
 ]
 
 
-def _check_int(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _check_shape(shape: int | Sequence[int]) -> tuple[int, int]:
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape), int(shape))
     if not isinstance(shape, Sequence) or len(shape) != 2:
         raise ValueError(f"grid shape must be an int n or a pair (h, w), got {shape!r}")
-    h, w = (_check_int("grid height", shape[0]), _check_int("grid width", shape[1]))
+    h, w = (check_int("grid height", shape[0], 1), check_int("grid width", shape[1], 1))
     return h, w
 
 
@@ -252,7 +248,7 @@ class DenseBase(Base):
 
 def cyclic_shift(n: int, k: int = 1) -> PermutationBase:
     """The 1-D cyclic shift ``(S x)[a] = x[(a + k) mod n]`` on ``R^n`` (``S = expm(D)`` for ``k = 1``)."""
-    n = _check_int("n", n)
+    n = check_int("n", n, 1)
     return PermutationBase((np.arange(n) + int(k)) % n, None, f"shift({n},{k})")
 
 
@@ -311,7 +307,7 @@ def grid_shift(shape: int | Sequence[int], axis: int, k: int = 1) -> GridShift:
 
 def rot90_permutation(n: int, k: int = 1) -> Rot90:
     """Exact rotation by ``k * 90`` degrees of a flattened ``n x n`` image: ``x -> np.rot90(x, k)`` (order 4)."""
-    return Rot90(_check_int("n", n), k)
+    return Rot90(check_int("n", n, 1), k)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -333,7 +329,7 @@ def sw_kernel(r: np.ndarray | float, n: int, convention: str = "exact") -> np.nd
     (``Q(0) = 1 - 1/n``).
     ``convention="exact"`` adds the Nyquist term ``cos(pi r)/n`` for even n, restoring ``Q(k) = delta_k``.
     """
-    n = _check_int("n", n)
+    n = check_int("n", n, 1)
     if convention not in ("exact", "paper"):
         raise ValueError(f"convention must be 'exact' or 'paper', got {convention!r}")
     r = np.asarray(r, dtype=np.float64)
@@ -351,7 +347,7 @@ def sw_derivative_paper(n: int) -> np.ndarray:
     Real, skew-symmetric and circulant. For odd n, ``expm(D)`` is the cyclic shift; for even n it is not (the
     Nyquist mode ``(-1)^a`` has eigenvalue 0 and is left unchanged instead of negated).
     """
-    n = _check_int("n", n)
+    n = check_int("n", n, 1)
     top = (n - 1) // 2
     p = np.arange(1, top + 1)
     r = np.subtract.outer(np.arange(n), np.arange(n)).astype(np.float64)
@@ -371,7 +367,7 @@ def sw_derivative(n: int, nyquist: str = "exact") -> np.ndarray:
     - ``"zero"``: ``w = 0``. ``D`` is real, skew-symmetric, circulant and equal to the paper's
       :func:`sw_derivative_paper`; ``expm(D)`` is the shift except on the Nyquist mode, which it leaves fixed.
     """
-    n = _check_int("n", n)
+    n = check_int("n", n, 1)
     if nyquist not in ("exact", "zero"):
         raise ValueError(f"nyquist must be 'exact' or 'zero', got {nyquist!r}")
     k = _freqs(n).astype(np.float64)
@@ -391,7 +387,7 @@ def sw_shift(n: int, t: float) -> np.ndarray:
 
     Exact cyclic shift for integer ``t`` and every n; for even n the Nyquist mode is scaled by ``cos(pi t)``.
     """
-    n = _check_int("n", n)
+    n = check_int("n", n, 1)
     k = _freqs(n).astype(np.float64)
     factor = np.exp(2j * np.pi * k * float(t) / n)
     if n % 2 == 0:

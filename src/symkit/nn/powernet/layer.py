@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from symkit._checks import check_int
 from symkit.nn.powernet.bases import Base
 
 __all__ = ["PowerLayer", "power_set"]
@@ -121,8 +122,7 @@ class PowerLayer(nn.Module):
         if len(sizes) != 1:
             raise ValueError(f"all bases must have the same size, got sizes {[b.size for b in base_list]}")
         for name, c in (("in_channels", in_channels), ("out_channels", out_channels)):
-            if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-                raise ValueError(f"{name} must be a positive int, got {c!r}")
+            check_int(name, c, 1)
         if bias not in _BIAS:
             raise ValueError(f"bias must be one of {_BIAS}, got {bias!r}")
         nb = len(base_list)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 from torch import nn
 
+from symkit._checks import check_int
 from symkit.nn.powernet.bases import Base, make_base
 from symkit.nn.powernet.layer import PowerLayer
 
@@ -63,8 +64,7 @@ class PowerBlock(nn.Module):
         init: str = "kaiming",
     ) -> None:
         super().__init__()
-        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"num_layers must be a positive int, got {num_layers!r}")
+        check_int("num_layers", num_layers, 1)
         bases = [bases] if isinstance(bases, Base) else list(bases)
         self.act = _act(nn.LeakyReLU(0.2) if nonlinearity is None else nonlinearity)
         chans = [in_channels] + [out_channels] * num_layers

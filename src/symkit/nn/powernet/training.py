@@ -1,21 +1,15 @@
-"""A small seeded training loop shared by the PowerNet experiments (Adam, cosine schedule, tqdm progress)."""
+"""A small seeded training loop shared by the PowerNet experiments (Adam, cosine schedule, a progress bar)."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
-__all__ = ["fit", "predict", "progress_enabled"]
+from symkit.progress import progress_bar
 
-
-def progress_enabled() -> bool:
-    """Progress bars are on for a TTY unless ``SYMKIT_PROGRESS=0``."""
-    return os.environ.get("SYMKIT_PROGRESS", "1") != "0" and sys.stderr.isatty()
+__all__ = ["fit", "predict"]
 
 
 def fit(
@@ -41,7 +35,7 @@ def fit(
     steps_per_epoch = (first[0].shape[0] + batch_size - 1) // batch_size
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps_per_epoch)
     history: list[float] = []
-    bar = tqdm(range(epochs), desc=desc, disable=not progress_enabled(), leave=False)
+    bar = progress_bar(range(epochs), desc=desc)
     for e in bar:
         x, y = first if e == 0 else epoch_data(e)
         model.train()

@@ -22,13 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from symkit._checks import check_int
 from symkit.nn.relaxed.record import record_site
-
-
-def _check_int(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
 
 
 def _check_input(module: nn.Module, x: torch.Tensor, channels: int, size: int | None) -> None:
@@ -75,10 +70,10 @@ class _Path(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, size: int, stride: int = 1) -> None:
         super().__init__()
-        self.in_channels = _check_int("in_channels", in_channels)
-        self.out_channels = _check_int("out_channels", out_channels)
-        self.size = _check_int("size", size)
-        self.stride = _check_int("stride", stride)
+        self.in_channels = check_int("in_channels", in_channels, 1)
+        self.out_channels = check_int("out_channels", out_channels, 1)
+        self.size = check_int("size", size, 1)
+        self.stride = check_int("stride", stride, 1)
         if size % stride:
             raise ValueError(f"{type(self).__name__}: size {size} is not divisible by stride {stride}")
         self.out_size = size // stride
@@ -95,7 +90,7 @@ class EquivConv2d(_Path):
     def __init__(self, in_channels: int, out_channels: int, size: int, stride: int = 1, kernel_size: int = 3,
                  bias: bool = True, generator: torch.Generator | None = None) -> None:
         super().__init__(in_channels, out_channels, size, stride)
-        self.kernel_size = _check_int("kernel_size", kernel_size)
+        self.kernel_size = check_int("kernel_size", kernel_size, 1)
         if kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be odd for a centred circular convolution, got {kernel_size}")
         self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size, kernel_size))
@@ -208,7 +203,7 @@ class AnchorBasis(nn.Module):
                  noise: float = 0.01, scale: float = 1.0, plain: bool = False,
                  generator: torch.Generator | None = None) -> None:
         super().__init__()
-        self.n = _check_int("n", n)
+        self.n = check_int("n", n, 1)
         self.m = n_anchors(n * n, factor)
         grid = centred_grid(n)
         lo, hi = grid.min(0).values, grid.max(0).values
@@ -259,7 +254,7 @@ class SparseConv2d(_Path):
                  factor: float = 0.5, omega: float = 1.0, learn_omega: bool = False, bias: bool = True,
                  generator: torch.Generator | None = None) -> None:
         super().__init__(in_channels, out_channels, size, stride)
-        self.kernel_size = _check_int("kernel_size", kernel_size)
+        self.kernel_size = check_int("kernel_size", kernel_size, 1)
         if kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be odd, got {kernel_size}")
         self.basis = AnchorBasis(kernel_size, factor, omega, learn_omega, generator=generator)

@@ -27,7 +27,7 @@ from symkit.reps.core import Rep
 from symkit.reps.errors import element_scale, equivariance_error, nanmax, relative_error, weight_errors
 
 __all__ = [
-    "assert_equivariant", "assert_invariant_basis", "default_tolerance", "equivariance_error",
+    "action_errors", "assert_equivariant", "assert_invariant_basis", "default_tolerance", "equivariance_error",
     "finite_difference_lie_derivative", "function_equivariance_error", "function_errors",
 ]
 
@@ -121,15 +121,74 @@ def function_equivariance_error(
     return nanmax(e for e, _ in errs)
 
 
+def _declared(f: Any, rep_in: Any, rep_out: Any) -> tuple[Any, Any]:
+    """rep_in / rep_out given, or declared by the module (``rep_in``/``rep_out`` or ``action_in``/``action_out``)."""
+    for a, b in (("rep_in", "rep_out"), ("action_in", "action_out")):
+        if rep_in is None and rep_out is None and hasattr(f, a) and hasattr(f, b):
+            return getattr(f, a), getattr(f, b)
+    if rep_in is None:
+        raise TypeError(
+            f"assert_equivariant: {type(f).__name__} declares no rep_in/rep_out (or action_in/action_out); "
+            "pass them"
+        )
+    return rep_in, rep_out
+
+
+def action_errors(f: Callable, action_in: Any, action_out: Any, inputs: Any, n: int = 5,
+                  seed: int = 0) -> tuple[list[float], Any]:
+    """err(g) of ``f(act(x, g))`` against ``act(f(x), g)`` for a grid action (module docstring, ``k(g) = 1`` for
+    permutations) over the action's generators and ``n`` sampled elements; ``action_out=None`` means invariant."""
+    import torch
+
+    from symkit.actions import PermAction, act
+
+    if not isinstance(action_in, PermAction) or not (action_out is None or isinstance(action_out, PermAction)):
+        raise TypeError(
+            f"assert_equivariant: actions must be PermActions (or action_out=None for an invariant output), got "
+            f"{type(action_in).__name__} and {type(action_out).__name__}"
+        )
+    if not isinstance(inputs, torch.Tensor):
+        raise TypeError(
+            f"assert_equivariant: an action needs inputs= (a tensor whose trailing axes have the grid shape "
+            f"{action_in.shape}), got {type(inputs).__name__}"
+        )
+    gen = torch.Generator().manual_seed(seed)
+    elements = list(action_in.generators()) + [action_in.sample(gen) for _ in range(n)]
+    with torch.no_grad():
+        fx = f(inputs)
+        errs = []
+        for g in elements:
+            a = f(act(action_in, inputs, g))
+            b = fx if action_out is None or action_out.is_trivial else act(action_out, fx, g)
+            errs.append(relative_error(_to_numpy(a), _to_numpy(b)))
+    return errs, fx.dtype
+
+
 def assert_equivariant(
-    f_or_W: Any, rep_in: Rep, rep_out: Rep, G: Any = None, tol: float | None = None, n: int = 5, seed: int = 0,
-    elements: Any = None,
+    f_or_W: Any, rep_in: Any = None, rep_out: Any = None, G: Any = None, tol: float | None = None, n: int = 5,
+    seed: int = 0, elements: Any = None, inputs: Any = None,
 ) -> float:
     """Assert that a weight matrix W (rep_out.size x rep_in.size) or a function f: rep_in -> rep_out is
     equivariant: ``err(g) <= tol * k(g)`` for every sampled g (module docstring). Returns the largest err(g).
 
+    ``rep_in``/``rep_out`` are core reps, or grid actions (:class:`~symkit.actions.PermAction`; then ``inputs``
+    gives the tensor to transform, and ``rep_out=None`` asks for invariance). Left out, they are read from the
+    module's ``rep_in``/``rep_out`` (EMLP layers) or ``action_in``/``action_out`` (projected networks).
     Raises AssertionError naming the error, the tolerance and the element scale otherwise, and for any non-finite
     value. ``tol`` defaults to :func:`default_tolerance` of the output's (or W's) dtype."""
+    from symkit.actions import PermAction
+
+    rep_in, rep_out = _declared(f_or_W, rep_in, rep_out)
+    if isinstance(rep_in, PermAction):
+        errs_a, dtype = action_errors(f_or_W, rep_in, rep_out, inputs, n=n, seed=seed)
+        tol = default_tolerance(dtype) if tol is None else tol
+        for err in errs_a:
+            if not np.isfinite(err):
+                raise AssertionError(f"not equivariant for {rep_in!r} -> {rep_out!r}: non-finite values (nan or inf)")
+            if not err <= tol:
+                raise AssertionError(f"not equivariant for {rep_in!r} -> {rep_out!r}: relative error {err:.3g} > "
+                                     f"tol {tol:.3g}")
+        return nanmax(errs_a)
     if callable(f_or_W) and not isinstance(f_or_W, np.ndarray) and not hasattr(f_or_W, "detach"):
         errs, dtype = function_errors(f_or_W, rep_in, rep_out, G=G, n=n, seed=seed, elements=elements)
         tol = default_tolerance(dtype) if tol is None else tol

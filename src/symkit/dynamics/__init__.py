@@ -1,13 +1,13 @@
 """Optimization dynamics of augmented versus equivariant networks (Nordenfors, Ohlsson, Flinth; arXiv 2303.13458).
 
-- :mod:`~symkit.dynamics.actions`: finite groups acting on grids by permutations; the lifted action on layers.
+- :mod:`~symkit.actions.grid`: finite groups acting on grids by permutations; the lifted action on layers.
 - :mod:`~symkit.dynamics.projections`: Pi_E by group average, by the core basis, and fast special cases; dim E.
 - :mod:`~symkit.dynamics.model`: the MLP over layer tensors (``ProjectNet``).
 - :mod:`~symkit.dynamics.training`: nominal / augmented / equivariant gradient descent and drift tracking.
 - :mod:`~symkit.dynamics.hessian`: Hessian-vector products of the risks and the spectrum on E^perp.
 """
 
-from symkit.dynamics.actions import (
+from symkit.actions.grid import (
     CyclicTranslations1D,
     CyclicTranslations2D,
     GroupAction,

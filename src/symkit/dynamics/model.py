@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from symkit.dynamics.actions import Element, act, lift
+from symkit.actions.grid import Element, act, lift
 from symkit.dynamics.projections import LayerSpec, project, project_vector
 
 __all__ = ["ProjectNet", "ACTIVATIONS"]

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from symkit._checks import check_int
-from symkit.dynamics.actions import (
+from symkit.actions.grid import (
     CyclicTranslations1D,
     CyclicTranslations2D,
     GroupAction,
@@ -105,27 +105,14 @@ def group_average(A: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
     return out / count
 
 
-@functools.lru_cache(maxsize=64)
-def _core_projector(key: tuple, gens: tuple, size_in: int, size_out: int, trivial_in: bool, trivial_out: bool):
-    from symkit.groups import Group
-    from symkit.reps import Scalar, V
-
-    d = size_in if not trivial_in else size_out
-    mats = []
-    for p in gens:
-        m = np.zeros((d, d))
-        m[np.arange(d), np.asarray(p)] = 1.0
-        mats.append(m)
-    G = Group(discrete_generators=mats or None, name=f"dynamics{key}", d=d)
-    rep_in = Scalar if trivial_in else V(G)
-    rep_out = Scalar if trivial_out else V(G)
-    rep = rep_in >> rep_out
-    if trivial_in and trivial_out:
-        return None
-    return rep.equivariant_projector()
+_CORE_PROJECTORS: dict[tuple, object] = {}
 
 
 def _core_rep_projector(spec: LayerSpec):
+    """The core's projector onto equivariant maps of the layer, with the group from ``action.to_group()``; cached per
+    abstract group, grid and trivial ends (at most 64 entries)."""
+    from symkit.reps import Scalar, V
+
     a_in, a_out = spec.action_in, spec.action_out
     base = a_out if not a_out.is_trivial else a_in
     if not a_in.is_trivial and not a_out.is_trivial and a_in.shape != a_out.shape:
@@ -133,10 +120,17 @@ def _core_rep_projector(spec: LayerSpec):
             f"basis_projection: the core solver is used with one base representation; {a_in.name} and "
             f"{a_out.name} act on grids of different shapes"
         )
-    gens = tuple(tuple(int(i) for i in base.perm(g)) for g in base.generators())
-    return _core_projector(
-        (base.group_key, base.shape), gens, a_in.size, a_out.size, a_in.is_trivial, a_out.is_trivial
-    )
+    if a_in.is_trivial and a_out.is_trivial:
+        return None
+    key = (base.group_key, base.shape, a_in.is_trivial, a_out.is_trivial)
+    if key not in _CORE_PROJECTORS:
+        G = base.to_group()
+        rep_in = Scalar if a_in.is_trivial else V(G)
+        rep_out = Scalar if a_out.is_trivial else V(G)
+        if len(_CORE_PROJECTORS) >= 64:
+            _CORE_PROJECTORS.pop(next(iter(_CORE_PROJECTORS)))
+        _CORE_PROJECTORS[key] = (rep_in >> rep_out).equivariant_projector()
+    return _CORE_PROJECTORS[key]
 
 
 def basis_projection(A: torch.Tensor, spec: LayerSpec) -> torch.Tensor:

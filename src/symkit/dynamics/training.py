@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from symkit.dynamics.actions import act
+from symkit.actions.grid import act
 from symkit.dynamics.model import ProjectNet
 from symkit.progress import progress_bar
 

@@ -1,5 +1,14 @@
 """symkit.measure: how equivariant is a model, where is it lost (thesis ch. 4)."""
 
+from symkit.actions.flows import (
+    SPATIAL_TRANSFORMS,
+    TRANSFORM_NAMES,
+    ImageFlow,
+    bilinear_sample,
+    get_transform,
+    pixels_per_unit,
+    translate_pixels,
+)
 from symkit.measure.aliasing import alias, fourier_translate, predicted_aliasing_error
 from symkit.measure.baselines import (
     SampleResult,
@@ -32,15 +41,6 @@ from symkit.measure.matrix import (
     linear_lie_derivative,
     rep_lie_derivative,
     sampled_equivariance_error,
-)
-from symkit.measure.transforms import (
-    SPATIAL_TRANSFORMS,
-    TRANSFORM_NAMES,
-    ImageFlow,
-    bilinear_sample,
-    get_transform,
-    pixels_per_unit,
-    translate_pixels,
 )
 
 __all__ = [

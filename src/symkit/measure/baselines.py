@@ -25,8 +25,8 @@ import torch
 from torch import Tensor
 
 from symkit._checks import check_int
+from symkit.actions.flows import ImageFlow, get_transform, pixels_per_unit, translate_pixels
 from symkit.measure.lie import OutputSpec, _output_action, with_scores
-from symkit.measure.transforms import ImageFlow, get_transform, pixels_per_unit, translate_pixels
 
 
 @dataclass
@@ -72,7 +72,7 @@ def sample_equivariance_error(
     on: Literal["probs", "logits"] = "probs",
 ) -> SampleResult:
     """Per image, ``(1/k) sum_k ||f(T_{t_k} x) - rho_out(t_k) f(x)||`` with ``t_k ~ U(-max_t, max_t)`` drawn
-    independently per image and sample (``t`` in the flow's units, see :mod:`symkit.measure.transforms`)."""
+    independently per image and sample (``t`` in the flow's units, see :mod:`symkit.actions.flows`)."""
     x = _check_images(x)
     _check_count("n_samples", n_samples)
     flow = get_transform(transform)

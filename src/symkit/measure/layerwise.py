@@ -34,9 +34,9 @@ import torch
 import torch.autograd.forward_ad as fwAD
 from torch import Tensor, nn
 
+from symkit.actions.flows import ImageFlow, get_transform
 from symkit.measure._fwad import LinearLayerTangents
 from symkit.measure.lie import OutputSpec, act_tangent, lie_derivative, tensor_kind, with_scores
-from symkit.measure.transforms import ImageFlow, get_transform
 from symkit.progress import progress_bar
 
 DEFAULT_SKIP: tuple[type[nn.Module], ...] = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)

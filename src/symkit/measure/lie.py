@@ -1,6 +1,6 @@
 """Lie derivatives and the local equivariance error (LEE) of any torch model on images (thesis Sec. 4.2-4.4).
 
-For a one-parameter flow ``T_t`` (see :mod:`symkit.measure.transforms`) the Lie derivative of a model ``f`` is
+For a one-parameter flow ``T_t`` (see :mod:`symkit.actions.flows`) the Lie derivative of a model ``f`` is
 
     L f(x) = d/dt|_{t=0}  rho_out(t)^{-1} f(T_t x)                                          (Eq. 4.3)
 
@@ -20,8 +20,8 @@ import torch
 import torch.autograd.forward_ad as fwAD
 from torch import Tensor, nn
 
+from symkit.actions.flows import ImageFlow, get_transform
 from symkit.measure._fwad import LinearLayerTangents
-from symkit.measure.transforms import ImageFlow, get_transform
 from symkit.progress import progress_bar
 
 Action = Callable[[Tensor, Tensor], Tensor]
@@ -289,10 +289,12 @@ def lee(
 def lee_table(
     model: Callable[[Tensor], Tensor],
     data: Tensor | Iterable,
-    transforms: Iterable[str | ImageFlow],
+    transforms: Iterable[str | ImageFlow] | object,
     **kwargs: object,
 ) -> dict[str, LEEResult]:
-    """:func:`lee` for several transforms, keyed by transform name."""
+    """:func:`lee` for several transforms, keyed by transform name; an action (``.flows()``) gives all its flows."""
+    if not isinstance(transforms, (str, ImageFlow)) and callable(getattr(transforms, "flows", None)):
+        transforms = transforms.flows()  # an action: every flow it has
     flows = [get_transform(t) for t in transforms]
     out: dict[str, LEEResult] = {}
     for flow in progress_bar(flows, desc="LEE"):

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from symkit._checks import check_int
+from symkit.groups import Group
 
 __all__ = [
     "PermAction", "CyclicTranslations2D", "CyclicTranslations1D", "Rotations90", "TranslationsRotations",
@@ -109,6 +110,25 @@ class PermAction:
         m[np.arange(self.size), self.perm(g)] = 1.0
         return m
 
+    # -------------------------------------------------------------- bridges to the rest of symkit
+    def flows(self) -> tuple:
+        """The one-parameter image flows (:class:`~symkit.actions.ImageFlow`) whose samples this action is: the Lie
+        algebra of its continuous hull, used for Lie derivatives (thesis ch. 4). Empty when the action has no
+        continuous counterpart (permutations of nodes or set elements)."""
+        return ()
+
+    def to_group(self) -> Group:
+        """This action as a core matrix group on ``R^size``: its generators as permutation matrices.
+
+        ``V(action.to_group())`` is then the representation of the action on one channel of the flattened grid, so
+        the core solver gives its equivariant maps (``(V >> V).equivariant_basis()``). Cached per action.
+        """
+        if getattr(self, "_group", None) is None:
+            mats = [self.matrix(g) for g in self.generators()]
+            self._group = Group(discrete_generators=np.stack(mats) if mats else None, d=max(self.size, 1),
+                                name=self.name)
+        return self._group
+
     def __repr__(self) -> str:
         return self.name
 
@@ -181,6 +201,15 @@ class _GridGroup(PermAction):
         if r > 1:
             gens.append((0, 0, 1))
         return gens
+
+    def flows(self) -> tuple:
+        """Cyclic shifts along rows sample ``translate_y``, along columns ``translate_x``; quarter turns sample
+        ``rotate`` (the continuous groups agree with the discrete ones up to the wrap-around of cyclic shifts)."""
+        from symkit.actions.flows import get_transform
+
+        a, b, r = self._ranges
+        names = [n for n, k in (("translate_x", b), ("translate_y", a), ("rotate", r)) if k > 1]
+        return tuple(get_transform(n) for n in names)
 
     def act(self, x: torch.Tensor, g: Element, dims: Sequence[int]) -> torch.Tensor:
         dims = _check_dims(self, x, dims)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -258,6 +259,32 @@ class ImageFlow:
     def __call__(self, x: Tensor, t: Tensor | float) -> Tensor:
         return self.apply(x, t)
 
+    def flows(self) -> tuple[ImageFlow, ...]:
+        """A flow is an action with one generator: itself (the protocol shared with the grid actions)."""
+        return (self,)
+
+    def grid_generator(self, size: int | tuple[int, int], nyquist: str = "zero") -> np.ndarray:
+        """The flow's generator as a ``(H W, H W)`` matrix on the row-major flattened grid (float64).
+
+        With Shannon–Whittaker derivatives ``D_x`` (rows) and ``D_y`` (columns), the pixel velocity
+        ``(v_row, v_col)`` of :meth:`velocity` and the brightness rate ``beta``,
+        ``G = diag(v_row) D_x + diag(v_col) D_y + beta I``, so ``expm(t G)`` is this flow on band-limited periodic
+        images and ``G`` is what a PowerNet base (``expm(step G)``) or the core solver (a Lie algebra element on
+        ``R^{H W}``) uses. In the PowerNet paper's Eq. 2 coordinates the six affine coefficients are
+        ``(dx, x_dx, y_dx, dy, x_dy, y_dy) = (s M12, M11, M10, s M02, M01, M00)`` with ``s`` pixels per unit.
+        """
+        from symkit.actions.derivatives import affine_generator, check_grid_shape
+
+        h, w = check_grid_shape(size)
+        M = self.generator
+        s = pixels_per_unit((h, w), self.align_corners)
+        alpha = [s * float(M[1, 2]), float(M[1, 1]), float(M[1, 0]), s * float(M[0, 2]), float(M[0, 1]),
+                 float(M[0, 0])]
+        G = affine_generator((h, w), alpha, nyquist)
+        if self.brightness:
+            G = G + self.brightness * np.eye(h * w)
+        return G
+
     def velocity(self, size: tuple[int, int], like: Tensor) -> tuple[Tensor, Tensor]:
         """Pixel velocity ``d/dt Phi_t(p)`` at ``t = 0`` of the sample coordinates, two (H, W) tensors."""
         H, W = size
@@ -321,16 +348,26 @@ SPATIAL_TRANSFORMS: tuple[str, ...] = tuple(n for n in _BUILTIN if n != "brightn
 def get_transform(
     transform: str | ImageFlow, *, padding: Padding | None = None, align_corners: bool | None = None
 ) -> ImageFlow:
-    """A built-in flow by name (see ``TRANSFORM_NAMES``) or an :class:`ImageFlow` passed through."""
+    """A built-in flow by name (see ``TRANSFORM_NAMES``), an :class:`ImageFlow` passed through, or the single flow
+    of an action (any object with ``.flows()``, e.g. ``Rotations90(n)`` gives ``rotate``)."""
     if isinstance(transform, ImageFlow):
         flow = transform
+    elif callable(getattr(transform, "flows", None)) and not isinstance(transform, str):
+        flows = transform.flows()
+        if len(flows) != 1:
+            names = ", ".join(f.name for f in flows) or "none"
+            raise ValueError(
+                f"{transform!r} has {len(flows)} flows ({names}); a Lie derivative needs one: pick one of "
+                f"its .flows(), or use lee_table(model, data, {transform!r}) for all of them"
+            )
+        flow = flows[0]
     elif isinstance(transform, str):
         if transform not in _BUILTIN:
             raise ValueError(f"unknown transform {transform!r}; valid names: {', '.join(TRANSFORM_NAMES)}")
         M, beta = _BUILTIN[transform]
         flow = ImageFlow(M, beta, name=transform)
     else:
-        raise TypeError(f"transform must be a name or an ImageFlow, got {type(transform).__name__}")
+        raise TypeError(f"transform must be a name, an ImageFlow or an action, got {type(transform).__name__}")
     if padding is not None or align_corners is not None:
         flow = flow.with_options(padding=padding, align_corners=align_corners)
     return flow

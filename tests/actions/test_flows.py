@@ -134,7 +134,7 @@ def test_translate_pixels_integer_shift_has_no_wraparound(img):
 def test_bad_inputs_raise(img):
     with pytest.raises(ValueError, match="unknown transform 'spin'"):
         get_transform("spin")
-    with pytest.raises(TypeError, match="name or an ImageFlow"):
+    with pytest.raises(TypeError, match="a name, an ImageFlow or an action, got int"):
         get_transform(3)
     with pytest.raises(ValueError, match=r"\(B, C, H, W\)"):
         get_transform("rotate").apply(img[0], 0.1)

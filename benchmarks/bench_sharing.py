@@ -90,7 +90,7 @@ def main() -> None:
     torch.set_num_threads(1)
     from symkit.discover.baselines import AugerinoPermutation
     from symkit.discover.bilevel import fit_model_parameters
-    from symkit.discover.partition import partition_distance
+    from symkit.actions.partition import partition_distance
     from symkit.experiments.sharing_sum import (
         SumSharingConfig,
         _net,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from symkit_cli_helpers import run_symkit
 from typer.testing import CliRunner
 
-from symkit.cli import demo as demo_module
 from symkit.cli.main import app
+from symkit.runner import demo as demo_module
 from symkit.store import Store
 
 

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 import symkit.reps.thesis_tables as thesis_tables  # noqa: E402
 from symkit.cli.main import app
-from symkit.cli.sweep import SweepError, plan, run_sweep
+from symkit.runner.sweep import SweepError, plan, run_sweep
 from symkit.store import Store
 
 

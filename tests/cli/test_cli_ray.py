@@ -8,7 +8,7 @@ import pytest
 import ray  # noqa: E402  (the ray extra is part of the test install)
 from symkit_cli_helpers import HERE
 
-from symkit.cli.sweep import plan, run_sweep
+from symkit.runner.sweep import plan, run_sweep
 from symkit.store import Store
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from symkit_cli_helpers import cli_env, executions, run_symkit, symkit_cmd
 
-from symkit.cli import sweep as sweep_mod
 from symkit.experiments.registry import Experiment
+from symkit.runner import sweep as sweep_mod
 from symkit.store import Store, StoreError
 
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from symkit.cli.sweep import RunSpec
     from symkit.experiments.registry import Experiment
+    from symkit.runner.sweep import RunSpec
     from symkit.store import Store
 
 app = typer.Typer(
@@ -67,7 +67,7 @@ def _clear_errors() -> Iterator[None]:
     Anything else is a bug and keeps its traceback; ``SYMKIT_DEBUG=1`` shows the traceback of every error."""
     import os
 
-    from symkit.cli.sweep import SweepError
+    from symkit.runner.sweep import SweepError
     from symkit.store import StoreError
 
     if os.environ.get("SYMKIT_DEBUG", "0") not in ("", "0"):
@@ -130,8 +130,8 @@ def list_command(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also show config fields and sweeps.")] = False,
 ) -> None:
     """Every experiment with its one-line description and the paper result it reproduces."""
-    from symkit.cli.report import paper_summary
     from symkit.experiments.registry import all_experiments, broken_modules
+    from symkit.runner.report import paper_summary
 
     experiments = all_experiments()
     if not experiments:
@@ -166,8 +166,8 @@ def reproduce(
     store: StoreOption = None,
 ) -> None:
     """Run an experiment's sweep, recording every run in the store; only missing runs are run again."""
-    from symkit.cli.sweep import parse_assignments, parse_seeds, plan
     from symkit.experiments.registry import get_experiment
+    from symkit.runner.sweep import parse_assignments, parse_seeds, plan
 
     with _clear_errors():
         exp = get_experiment(name)
@@ -196,44 +196,20 @@ def _run_and_summarise(
 ) -> int:
     """Run the sweep, print what happened; exit 130 when interrupted and 1 on failed runs (unless told not to).
     Returns the number of failed runs."""
-    from symkit.cli.sweep import run_sweep
-    from symkit.store import canonical_json
+    from symkit.runner.sweep import run_sweep, summary_lines
 
     with _sigterm_as_interrupt():
         result = run_sweep(exp, specs, db, executor=executor, jobs=jobs, ray_address=ray_address,
                            retry_failed=retry_failed)
-    typer.echo(
-        f"{exp.name}: {result.total} runs in the sweep; {result.already_ok} already stored, ran {result.ran}"
-        f" ({result.failed} failed) -> {db.path}"
-    )
-    varying = [k for k in exp.field_names() if len({canonical_json(s.config.get(k)) for s in specs}) > 1]
-    for outcome in result.failures[:3]:
-        last = (outcome.error or "").strip().splitlines()[-1:] or [""]
-        typer.echo(f"  failed: {outcome.spec.label(varying)}: {last[0]}", err=True)
-    if len(result.failures) > 3:
-        typer.echo(f"  ... and {len(result.failures) - 3} more", err=True)
-    if result.pending or result.unsaved:
-        typer.echo(f"Error: {result.pending + len(result.unsaved)} finished runs could not be written: "
-                   f"{result.store_error}", err=True)
-        if result.pending:
-            typer.echo(f"  {result.pending} are kept in {result.pending_path}; they are recorded the next time the "
-                       "store is opened for writing (any `symkit reproduce` on it)", err=True)
-        for outcome in result.unsaved:  # the last resort: print them, so nothing computed is lost
-            typer.echo("  unsaved run: " + canonical_json({"config": outcome.spec.config, "metrics": outcome.metrics,
-                                                           "error": outcome.error}), err=True)
+    for line, is_error in summary_lines(exp, specs, result, db.path):
+        typer.echo(line, err=is_error)
     if result.interrupted:
-        typer.echo("Interrupted: the finished runs are stored; run the same command again to resume.", err=True)
         raise typer.Exit(130)
     if result.pending or result.unsaved:
         raise typer.Exit(1)
     failed = result.failed + result.already_failed
-    if failed:
-        typer.echo(
-            f"{failed} runs failed (errors: `symkit runs {exp.name} --failed`); rerun with --retry-failed to retry.",
-            err=True,
-        )
-        if exit_on_failure:
-            raise typer.Exit(1)
+    if failed and exit_on_failure:
+        raise typer.Exit(1)
     return failed
 
 
@@ -254,24 +230,12 @@ def report(
             raise UsageError(f"unknown report format {fmt!r}; valid formats: md, csv")
         exp = get_experiment(name)
         db = _read_store(store)
-        text, paths = _write_report(exp, db, out if out is not None else Path("runs") / "reports" / name, fmt)
+        from symkit.runner.report import write_report
+
+        text, paths = write_report(exp, db, out if out is not None else Path("runs") / "reports" / name, fmt)
         typer.echo(text, nl=False)
         for path in paths:
             typer.echo(f"wrote {path}", err=True)
-
-
-def _write_report(exp: Experiment, db: Store, out: Path, fmt: str = "md") -> tuple[str, list[Path]]:
-    """Build the report of ``exp`` from ``db`` into ``out``; returns its text and the files written."""
-    from symkit.cli.report import build_report
-
-    records = db.runs(exp.name)
-    if not records:
-        raise UsageError(f"no runs of {exp.name!r} in {db.path}; run `symkit reproduce {exp.name}` first")
-    out.mkdir(parents=True, exist_ok=True)
-    rep = build_report(exp, records, fmt=fmt, plot_dir=out)
-    path = out / ("report.md" if fmt == "md" else "report.csv")
-    path.write_text(rep.text)
-    return rep.text, [path, *rep.plots]
 
 
 @app.command()
@@ -316,8 +280,8 @@ def ranks(
     store: StoreOption = None,
 ) -> None:
     """Print the thesis' rank tables (A.1-A.8) as computed here, with the thesis value beside each cell."""
-    from symkit.cli.sweep import plan
     from symkit.experiments.registry import get_experiment
+    from symkit.runner.sweep import plan
 
     with _clear_errors():
         if quick and all_cells:
@@ -346,11 +310,15 @@ def demo(
     fresh: Annotated[bool, typer.Option("--fresh", help="Start from an empty demo store.")] = False,
 ) -> None:
     """A short tour: run quick experiments end to end and write their reports (with plots) under --out."""
-    from symkit.cli.demo import run_demo
+    from symkit.runner.demo import run_demo
 
     with _clear_errors():
         names = [n.strip() for n in experiments.split(",") if n.strip()] if experiments else None
-        run_demo(out, names, executor=executor, jobs=jobs, fresh=fresh)
+        try:
+            with _sigterm_as_interrupt():
+                run_demo(out, names, executor=executor, jobs=jobs, fresh=fresh, echo=typer.echo)
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
 
 
 def main() -> None:  # pragma: no cover - console entry alternative

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from symkit._checks import check_int
-from symkit.discover.partition import (
+from symkit.actions.partition import (
     canonical_labels,
     even_odd,
     one_cluster,
@@ -198,7 +198,7 @@ def cross_correlation(
 
     The kernel defaults to ``1 + 2 * arange(kernel_size)`` ("increase by two for every position"); ``noise_std``
     defaults to sqrt(0.1) (reading the paper's N(0, 0.1) as a variance). The target sharing is
-    :func:`~symkit.discover.partition.toeplitz_partition` (zeros form one cluster); A is ``K_out K_in`` square.
+    :func:`~symkit.actions.partition.toeplitz_partition` (zeros form one cluster); A is ``K_out K_in`` square.
     """
     k_in = check_int("k_in", k_in, 1)
     kernel_size = check_int("kernel_size", kernel_size, 1)

@@ -17,7 +17,7 @@ from symkit.discover.bilevel import (
     relaxed_closed_form,
     sharing_penalty,
 )
-from symkit.discover.partition import (
+from symkit.actions.partition import (
     as_labels,
     assignment_to_labels,
     bell_number,

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from symkit.discover.partition import bell_number, set_partitions
+from symkit.actions.partition import bell_number, set_partitions
 from symkit.nn.sharing import (
     SoftAssignment,
     column_group_norm,

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from symkit.discover.partition import canonical_labels, partition_by_value, partition_distance, toeplitz_partition
+from symkit.actions.partition import canonical_labels, partition_by_value, partition_distance, toeplitz_partition
 
 __all__ = ["group_sharing", "parity_group", "known_groups", "ImpliedGroup", "implied_group"]
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from symkit.discover.bilevel import relaxed_closed_form
-from symkit.discover.partition import canonical_labels
+from symkit.actions.partition import canonical_labels
 
 __all__ = ["ols", "tied_least_squares", "LinearSharingResult", "discover_linear_sharing"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from symkit.discover.partition import as_labels, labels_to_assignment, n_clusters
+from symkit.actions.partition import as_labels, labels_to_assignment, n_clusters
 
 __all__ = [
     "cluster_average",

@@ -15,7 +15,7 @@ import torch
 
 from symkit.datasets.sharing import gaussian_shared_means
 from symkit.discover.bilevel import brute_force_search, relaxed_closed_form
-from symkit.discover.partition import identity_partition, labels_to_assignment, partition_distance
+from symkit.actions.partition import identity_partition, labels_to_assignment, partition_distance
 from symkit.discover.theory import cluster_average
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from symkit_cli_helpers import executions
 
-from symkit.cli.sweep import SweepError, parse_assignments, parse_seeds, plan, run_sweep
+from symkit.runner.sweep import SweepError, parse_assignments, parse_seeds, plan, run_sweep
 from symkit.store import Store
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from symkit.cli.report import aggregate, build_report, plot_series
 from symkit.experiments.registry import Experiment, PaperValue, Plot
+from symkit.runner.report import aggregate, build_report, plot_series
 from symkit.store import Store
 
 

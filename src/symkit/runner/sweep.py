@@ -608,3 +608,33 @@ class _RunBar:
         if self._thread is not None:
             self._thread.join(timeout=2)
         self.bar.close()
+
+
+def summary_lines(experiment: Experiment, specs: Sequence[RunSpec], result: SweepResult,
+                  store_path: object) -> list[tuple[str, bool]]:
+    """What a sweep did, as ``(line, is_error)`` pairs: counts, the first failures, runs that could not be stored
+    (each unsaved run in full, so nothing computed is lost), an interruption and how to resume."""
+    lines = [(f"{experiment.name}: {result.total} runs in the sweep; {result.already_ok} already stored, ran "
+              f"{result.ran} ({result.failed} failed) -> {store_path}", False)]
+    varying = [k for k in experiment.field_names() if len({canonical_json(s.config.get(k)) for s in specs}) > 1]
+    for outcome in result.failures[:3]:
+        last = (outcome.error or "").strip().splitlines()[-1:] or [""]
+        lines.append((f"  failed: {outcome.spec.label(varying)}: {last[0]}", True))
+    if len(result.failures) > 3:
+        lines.append((f"  ... and {len(result.failures) - 3} more", True))
+    if result.pending or result.unsaved:
+        lines.append((f"Error: {result.pending + len(result.unsaved)} finished runs could not be written: "
+                      f"{result.store_error}", True))
+        if result.pending:
+            lines.append((f"  {result.pending} are kept in {result.pending_path}; they are recorded the next time "
+                          "the store is opened for writing (any `symkit reproduce` on it)", True))
+        for outcome in result.unsaved:
+            lines.append(("  unsaved run: " + canonical_json({"config": outcome.spec.config, "metrics": outcome.metrics,
+                                                              "error": outcome.error}), True))
+    if result.interrupted:
+        lines.append(("Interrupted: the finished runs are stored; run the same command again to resume.", True))
+    failed = result.failed + result.already_failed
+    if failed and not result.interrupted:
+        lines.append((f"{failed} runs failed (errors: `symkit runs {experiment.name} --failed`); rerun with "
+                      "--retry-failed to retry.", True))
+    return lines

@@ -402,3 +402,18 @@ def paper_summary(paper: Sequence[PaperValue], limit: int = 3) -> str:
 def group_rows(groups: Sequence[Group]) -> list[Mapping[str, Any]]:
     """The groups as plain dicts (see :meth:`Group.as_row`)."""
     return [g.as_row() for g in groups]
+
+
+def write_report(experiment: Experiment, store: Any, out: Path, fmt: str = "md") -> tuple[str, list[Path]]:
+    """Build the report of ``experiment`` from the runs in ``store`` into the directory ``out`` (``report.md`` or
+    ``report.csv`` and the plots); returns its text and the files written. ValueError when there are no runs."""
+    records = store.runs(experiment.name)
+    if not records:
+        raise ValueError(f"no runs of {experiment.name!r} in {store.path}; run `symkit reproduce {experiment.name}` "
+                         "first")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rep = build_report(experiment, records, fmt=fmt, plot_dir=out)
+    path = out / ("report.md" if fmt == "md" else "report.csv")
+    path.write_text(rep.text)
+    return rep.text, [path, *rep.plots]

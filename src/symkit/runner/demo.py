@@ -7,11 +7,15 @@ is missing (``--fresh`` starts over), and each report to ``OUT/NAME/``; ``OUT/RE
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import typer
+from symkit.experiments.registry import all_experiments, get_experiment
+from symkit.runner.report import write_report
+from symkit.runner.sweep import SweepError, plan, run_sweep, summary_lines
+from symkit.store import Store
 
 #: The experiments the demo runs with ``--quick``, in order (missing ones are skipped).
 DEMO_EXPERIMENTS: tuple[str, ...] = ("ranks", "rpp-inertia", "sharing-gaussian", "lee-trends")
@@ -23,14 +27,13 @@ def run_demo(
     executor: str = "process",
     jobs: int = 2,
     fresh: bool = False,
+    echo: Callable[..., object] | None = None,
 ) -> list[Path]:
-    """Run the demo into ``out``; returns the plot files written. Raises ``KeyError`` for an explicitly named
-    experiment that does not exist."""
-    from symkit.cli.main import _run_and_summarise, _write_report
-    from symkit.cli.sweep import plan
-    from symkit.experiments.registry import all_experiments, get_experiment
-    from symkit.store import Store
-
+    """Run the demo into ``out``; returns the plot files written. Progress lines go to ``echo`` (``err=True``
+    marks errors; default: stdout and stderr). Raises ``KeyError`` for an explicitly named experiment that does not
+    exist, ``KeyboardInterrupt`` when a sweep is interrupted (finished runs are stored) and ``SweepError`` when
+    finished runs could not be stored."""
+    echo = echo or _print
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     db_path = out / "demo.db"
@@ -45,7 +48,7 @@ def run_demo(
         chosen = [get_experiment(n).name for n in names]  # a KeyError lists the valid names
         skipped = []
     for name in skipped:
-        typer.echo(f"demo: skipping {name} (not available in this install)")
+        echo(f"demo: skipping {name} (not available in this install)")
     if not chosen:
         raise KeyError(f"none of the demo experiments is available; valid names: {', '.join(available) or '(none)'}")
 
@@ -55,12 +58,18 @@ def run_demo(
     t_start = time.perf_counter()
     for name in chosen:
         exp = get_experiment(name)
-        typer.echo(f"demo: {name}: {exp.description}")
+        echo(f"demo: {name}: {exp.description}")
         t0 = time.perf_counter()
         specs = plan(exp, quick=True)
-        failed = _run_and_summarise(exp, specs, store, executor, jobs, None, retry_failed=False,
-                                    exit_on_failure=False)
-        text, paths = _write_report(exp, store, out / name)
+        result = run_sweep(exp, specs, store, executor=executor, jobs=jobs)
+        for line, is_error in summary_lines(exp, specs, result, store.path):
+            echo(line, err=is_error)
+        if result.interrupted:
+            raise KeyboardInterrupt
+        if result.pending or result.unsaved:
+            raise SweepError(f"{name}: finished runs could not be written to {db_path}: {result.store_error}")
+        failed = result.failed + result.already_failed
+        text, paths = write_report(exp, store, out / name)
         report_plots = [p for p in paths if p.suffix == ".png"]
         plots += report_plots
         seconds = time.perf_counter() - t0
@@ -69,10 +78,14 @@ def run_demo(
         index += [f"  - plot: [{p.name}]({name}/{p.name})" for p in report_plots[:3]]
         if len(report_plots) > 3:
             index.append(f"  - and {len(report_plots) - 3} more plots in the report")
-        typer.echo(f"demo: {name}: report in {out / name / 'report.md'}"
+        echo(f"demo: {name}: report in {out / name / 'report.md'}"
                    + (f", {len(report_plots)} plot(s)" if report_plots else ""))
     store.close()
     index += ["", f"Total time: {time.perf_counter() - t_start:.0f} s. Results store: `{db_path}`.", ""]
     (out / "README.md").write_text("\n".join(index))
-    typer.echo(f"demo: done; open {out / 'README.md'}")
+    echo(f"demo: done; open {out / 'README.md'}")
     return plots
+
+
+def _print(text: str, err: bool = False) -> None:
+    print(text, file=sys.stderr if err else sys.stdout)

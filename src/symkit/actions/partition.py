@@ -1,5 +1,10 @@
 """Sharing schemes as partitions and assignment matrices (Yeh et al. 2022, §4 and §4.3).
 
+A partition of a layer's weights is the other face of a group action: a permutation group acting on the entries
+induces the partition into orbits (:func:`orbit_partition`), and a partition implies the group of permutations that
+preserve it (:func:`equivariance_group`). Learned parameter sharing (``symkit.discover``) finds partitions; this module
+is where they meet the actions.
+
 A sharing scheme ties the ``K`` entries of a parameter vector ``theta = A psi`` (Eq. 5). Row ``i`` of the
 row-stochastic assignment matrix ``A`` (``K x C``) picks the free parameter that feeds ``theta_i``, so a hard ``A``
 is the same thing as a partition of ``{0, ..., K-1}`` into clusters ``C_k = {j | A[j, k] = 1}`` (Eq. 23).

@@ -18,10 +18,11 @@ LEVELS = {
     "reps": 2,
     "actions": 3,
     "nn": 4, "datasets": 4,
-    "testing": 5, "measure": 5, "dynamics": 5, "discover": 5, "marglik": 5,
-    "experiments": 6,
-    "runner": 7,
-    "cli": 8,
+    "train": 5,
+    "testing": 6, "measure": 6, "dynamics": 6, "discover": 6, "marglik": 6,
+    "experiments": 7,
+    "runner": 8,
+    "cli": 9,
 }
 
 

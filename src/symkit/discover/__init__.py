@@ -5,18 +5,6 @@ closed form, implicit hypergradients), an Augerino-style baseline, and the bridg
 symmetry group it implies. See docs/discover.md.
 """
 
-from symkit.discover.bilevel import (
-    ImplicitResult,
-    RelaxedResult,
-    brute_force_search,
-    fit_implicit,
-    fit_model_parameters,
-    harden_,
-    implicit_hypergradient,
-    inverse_hvp,
-    relaxed_closed_form,
-    sharing_penalty,
-)
 from symkit.actions.partition import (
     as_labels,
     assignment_to_labels,
@@ -42,6 +30,18 @@ from symkit.actions.partition import (
     symmetric_difference_size,
     toeplitz_matrix,
     toeplitz_partition,
+)
+from symkit.discover.bilevel import (
+    ImplicitResult,
+    RelaxedResult,
+    brute_force_search,
+    fit_implicit,
+    fit_model_parameters,
+    harden_,
+    implicit_hypergradient,
+    inverse_hvp,
+    relaxed_closed_form,
+    sharing_penalty,
 )
 from symkit.discover.theory import (
     claim1_mse,

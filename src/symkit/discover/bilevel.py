@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ from symkit.nn.sharing import (
     nuclear_norm,
 )
 from symkit.progress import progress_bar
+from symkit.train import Trainer
 
 __all__ = [
     "sharing_penalty",
@@ -409,27 +409,10 @@ def fit_model_parameters(
     Used for the refit on T ∪ V (Algorithm 1, line 10) and for the baselines. Restores the best model parameters
     by ``stop_loss`` and returns that loss (or the final training loss when ``stop_loss`` is None).
     """
-    params = list(model_parameters(model))
-    opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    best, best_state, wait = float("inf"), None, 0
-    for step in progress_bar(range(steps), desc="refit"):
-        opt.zero_grad()
-        loss(model).backward(inputs=params)
-        opt.step()
-        if stop_loss is not None and (step % eval_every == 0 or step == steps - 1):
-            with torch.no_grad():
-                s = float(stop_loss(model))
-            if s < best:
-                best, wait = s, 0
-                best_state = copy.deepcopy([p.detach().clone() for p in params])
-            else:
-                wait += eval_every
-                if wait >= patience:
-                    break
-    if best_state is not None:
-        with torch.no_grad():
-            for p, s in zip(params, best_state):
-                p.copy_(s)
-        return best
+    result = Trainer(model, objective=loss, params=model_parameters(model), lr=lr, weight_decay=weight_decay,
+                     epochs=steps, validate=stop_loss, validate_every=eval_every, patience=patience,
+                     desc="refit").fit()
+    if result.best_validation is not None:
+        return result.best_validation
     with torch.no_grad():
         return float(loss(model))

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from symkit.discover.bilevel import relaxed_closed_form
 from symkit.actions.partition import canonical_labels
+from symkit.discover.bilevel import relaxed_closed_form
 
 __all__ = ["ols", "tied_least_squares", "LinearSharingResult", "discover_linear_sharing"]
 

@@ -38,7 +38,7 @@ from symkit.measure import (
     sample_translation_error,
 )
 from symkit.nn.vision import build_model
-from symkit.progress import progress_bar
+from symkit.train import Trainer
 
 ARCHS = ("cnn", "mixer", "vit")
 TRANSFORMS = (
@@ -123,32 +123,16 @@ def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: LEETrendsConfig, gen: torch.Generator) -> int:
     from symkit.measure import translate_pixels
 
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    steps_per_epoch = math.ceil(x.shape[0] / config.batch_size)
-    total = config.epochs * steps_per_epoch
-    if config.max_steps > 0:
-        total = min(total, config.max_steps)
-    model.train()
-    step = 0
-    bar = progress_bar(desc=f"train {config.arch}", total=total)
-    while step < total:
-        perm = torch.randperm(x.shape[0], generator=gen)
-        for idx in perm.split(config.batch_size):
-            if step >= total:
-                break
-            xb, yb = x[idx], y[idx]
-            if config.augment_pixels > 0:
-                d = (2 * torch.rand(2, len(idx), generator=gen) - 1) * config.augment_pixels
-                xb = translate_pixels(xb, d[0], d[1])
-            loss = F.cross_entropy(model(xb), yb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            step += 1
-            bar.update(1)
-    bar.close()
+    def shift(xb: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+        d = (2 * torch.rand(2, len(xb), generator=g) - 1) * config.augment_pixels
+        return translate_pixels(xb, d[0], d[1])
+
+    result = Trainer(model, F.cross_entropy, lr=config.lr, epochs=config.epochs, batch_size=config.batch_size,
+                     max_steps=config.max_steps if config.max_steps > 0 else None,
+                     augment=shift if config.augment_pixels > 0 else None, generator=gen,
+                     desc=f"train {config.arch}").fit((x, y))
     model.eval()
-    return step
+    return result.steps
 
 
 def _lee_all(model: nn.Module, x: torch.Tensor, prefix: str, metrics: dict) -> None:

@@ -19,7 +19,7 @@ import torch
 from symkit.datasets.rotated_digits import centred_digits, rotated_digits, split_indices
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 from symkit.nn.powernet import PowerNet
-from symkit.nn.powernet.training import fit, predict
+from symkit.train import Trainer, predict
 
 BASES = ("shift_up", "scaling", "rotation")
 
@@ -77,8 +77,9 @@ def run(config: AngleConfig) -> dict:
                      steps={k: v for k, v in steps.items() if k == config.base},
                      generator=torch.Generator().manual_seed(config.seed))
     n_params = sum(p.numel() for p in model.parameters())
-    history = fit(model, epoch_data, torch.nn.functional.mse_loss, config.epochs, config.batch_size, config.lr,
-                  config.weight_decay, gen, desc=f"angle/{config.base}")
+    history = Trainer(model, torch.nn.functional.mse_loss, lr=config.lr, weight_decay=config.weight_decay,
+                      schedule="cosine", epochs=config.epochs, batch_size=config.batch_size, min_batch=2,
+                      generator=gen, desc=f"angle/{config.base}").fit(epoch_data).losses
     pred = predict(model, test_x)[:, 0].double() * scale
     target = test_angle.double()
     err = pred - target

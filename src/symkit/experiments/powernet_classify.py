@@ -36,7 +36,7 @@ from symkit._checks import check_int
 from symkit.datasets.rotated_digits import augmented_digits, centred_digits, split_indices
 from symkit.experiments.registry import Experiment, PaperValue, register
 from symkit.nn.powernet import ConvNet, PowerNet
-from symkit.nn.powernet.training import fit, predict
+from symkit.train import Trainer, predict
 
 
 @dataclass
@@ -131,8 +131,9 @@ def run(config: ClassifyConfig) -> dict:
             return x, labels[train_idx][s]
 
         t = time.time()
-        history = fit(model, epoch_data, F.cross_entropy, config.epochs, config.batch_size, config.lr,
-                      config.weight_decay, gen, desc=f"classify/{name}")
+        history = Trainer(model, F.cross_entropy, lr=config.lr, weight_decay=config.weight_decay, schedule="cosine",
+                          epochs=config.epochs, batch_size=config.batch_size, min_batch=2, generator=gen,
+                          desc=f"classify/{name}").fit(epoch_data).losses
         out[f"{name}_test_acc"] = _accuracy(model, test_x, test_y)
         out[f"{name}_train_loss"] = history[-1]
         out[f"{name}_params"] = int(sum(p.numel() for p in model.parameters()))

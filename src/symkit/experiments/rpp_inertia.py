@@ -24,6 +24,7 @@ from symkit.groups import SL, O
 from symkit.nn.emlp import EMLP, MLP
 from symkit.nn.rpp import RPPEMLP, equivariant_fraction, rpp_penalty
 from symkit.reps import Scalar, V
+from symkit.train import Trainer
 
 SETTINGS = ("exact", "approximate", "misspecified")
 MODELS = ("mlp", "emlp", "rpp")
@@ -65,20 +66,15 @@ def run(config: Config) -> dict:
     x_test, y_test = (t.float() for t in data(config.n_test, seed=2 * config.seed + 1))
     torch.manual_seed(config.seed)
     model = _build(config)
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
-    gen = torch.Generator().manual_seed(config.seed)
     start = time.perf_counter()
-    for _ in range(config.epochs):
-        order = torch.randperm(config.n_train, generator=gen)
-        for i in range(0, config.n_train, config.batch_size):
-            idx = order[i : i + config.batch_size]
-            loss = 0.5 * torch.mean((model(x_train[idx]) - y_train[idx]) ** 2)
-            if config.model == "rpp":
-                # MAP with a unit-variance Gaussian likelihood, divided by the number of training points
-                loss = loss + rpp_penalty(model, config.sigma_equivariant, config.sigma_basic) / config.n_train
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+
+    def penalty(m: torch.nn.Module) -> torch.Tensor:
+        # MAP with a unit-variance Gaussian likelihood, divided by the number of training points
+        return rpp_penalty(m, config.sigma_equivariant, config.sigma_basic) / config.n_train
+
+    Trainer(model, lambda out, y: 0.5 * torch.mean((out - y) ** 2), penalty=penalty if config.model == "rpp" else None,
+            lr=config.lr, epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
+            desc=f"{config.model}/{config.setting}").fit((x_train, y_train))
     with torch.no_grad():
         test_mse = float(torch.mean((model(x_test) - y_test) ** 2))
     metrics = {"test_mse": test_mse, "train_seconds": time.perf_counter() - start}

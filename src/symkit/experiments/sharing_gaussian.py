@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from symkit.actions.partition import identity_partition, labels_to_assignment, partition_distance
 from symkit.datasets.sharing import gaussian_shared_means
 from symkit.discover.bilevel import brute_force_search, relaxed_closed_form
-from symkit.actions.partition import identity_partition, labels_to_assignment, partition_distance
 from symkit.discover.theory import cluster_average
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 

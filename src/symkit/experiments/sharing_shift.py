@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from symkit.actions.partition import partition_distance
 from symkit.datasets.sharing import cross_correlation
 from symkit.discover.groups import implied_group
 from symkit.discover.linear import discover_linear_sharing, ols, tied_least_squares
-from symkit.actions.partition import partition_distance
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 
 SIZES = {6: (3, 2), 15: (5, 3), 35: (7, 3), 80: (10, 3)}  # A size -> (K_in, kernel size); App. E.1 and inferred

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from symkit.actions.partition import identity_partition, partition_distance
 from symkit.datasets.sharing import sum_of_numbers
 from symkit.discover.baselines import AugerinoPermutation
 from symkit.discover.bilevel import fit_implicit, fit_model_parameters, harden_
 from symkit.discover.groups import implied_group
-from symkit.actions.partition import identity_partition, partition_distance
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.nn.sharing import SumOfNumbersNet, column_group_norm, entropy_penalty
 

@@ -19,7 +19,7 @@ from torch import nn
 
 from symkit.marglik.kfac import fit_kfac
 from symkit.marglik.laplace import KronLaplace, PriorGroup, map_penalty, prior_groups
-from symkit.progress import progress_bar
+from symkit.train import Trainer
 
 
 @dataclass
@@ -107,37 +107,17 @@ def train_marglik(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: Ma
     groups = prior_groups(model, None, config.prior_structure)
     log_prior_prec = torch.full((len(groups),), math.log(config.prior_prec_init), dtype=torch.float64,
                                 requires_grad=True)
-    params = [p for p in model.parameters() if p.requires_grad]
-    if config.optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=config.lr)
-    else:
-        opt = torch.optim.SGD(params, lr=config.lr, momentum=0.9)
-    steps_per_epoch = math.ceil(n / config.batch_size)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=config.n_epochs * steps_per_epoch,
-                                                       eta_min=config.lr_min)
     opt_hyp = torch.optim.Adam([log_prior_prec], lr=config.lr_hyp)
     updates = hyper_update_epochs(config.n_epochs, config.burnin, config.frequency)
     sched_hyp = torch.optim.lr_scheduler.CosineAnnealingLR(opt_hyp, T_max=max(1, len(updates) * config.n_hypersteps),
                                                            eta_min=config.lr_hyp_min)
     result = MarglikResult(log_prior_prec, groups, None)
     update_set = set(updates)
-    for epoch in progress_bar(range(1, config.n_epochs + 1), desc="marglik training"):
-        model.train()
-        t0 = time.perf_counter()
-        total, correct = 0.0, 0
-        for xb, yb in _batches(x, y, config.batch_size, gen):
-            if augment is not None:
-                xb = augment(xb, gen)
-            opt.zero_grad()
-            f = model(xb)
-            loss = F.cross_entropy(f, yb) + map_penalty(model, groups, log_prior_prec, n)
-            loss.backward()
-            opt.step()
-            sched.step()
-            total += float(loss.detach()) * len(xb)
-            correct += int((f.argmax(-1) == yb).sum())
-        result.epoch_seconds.append(time.perf_counter() - t0)
-        record = {"epoch": epoch, "loss": total / n, "train_acc": correct / n}
+
+    def marglik_hook(trainer: Trainer, epoch: int, record: dict) -> None:
+        """After the epoch's gradient steps: the hyperparameter update of the schedule (seed 001, Alg. 1)."""
+        result.epoch_seconds.append(record["seconds"])
+        entry = {"epoch": epoch, "loss": record["loss"], "train_acc": record["train_acc"]}
         if epoch in update_set:
             t0 = time.perf_counter()
             lap, value = hyper_update(model, x_ml, y_ml, log_prior_prec, groups, opt_hyp, config.n_hypersteps,
@@ -146,11 +126,16 @@ def train_marglik(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: Ma
                 sched_hyp.step()
             result.hyper_seconds.append(time.perf_counter() - t0)
             result.laplace = lap
-            record["neg_log_marglik"] = value
-            record["log_prior_prec"] = log_prior_prec.detach().tolist()
-        result.history.append(record)
+            entry["neg_log_marglik"] = value
+            entry["log_prior_prec"] = log_prior_prec.detach().tolist()
+        result.history.append(entry)
         if callback is not None:
-            callback(epoch, record)
+            callback(epoch, entry)
+
+    Trainer(model, F.cross_entropy, penalty=lambda m: map_penalty(m, groups, log_prior_prec, n),
+            optimizer=config.optimizer, lr=config.lr, schedule="cosine", lr_min=config.lr_min,
+            epochs=config.n_epochs, batch_size=config.batch_size, augment=augment, generator=gen, accuracy=True,
+            hooks=[marglik_hook], desc="marglik training").fit((x, y))
     return result
 
 

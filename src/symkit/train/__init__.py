@@ -1,0 +1,10 @@
+"""The one training loop of symkit: :class:`Trainer` (seeds, optimiser and schedule, mini-batches or a full-batch
+objective, validation and early stopping, one progress bar, checkpoint and resume, hooks).
+
+Every experiment that trains uses it; methods that need more than a gradient step (the marginal-likelihood
+hyperparameter updates of seed 001, the bilevel sharing search of seed 004) plug in as hooks.
+"""
+
+from symkit.train.trainer import Hook, Trainer, TrainResult, predict
+
+__all__ = ["Hook", "TrainResult", "Trainer", "predict"]

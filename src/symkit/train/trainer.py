@@ -1,0 +1,300 @@
+"""One small training loop for every model in symkit.
+
+Two ways to feed it:
+
+- **mini-batches**: ``fit((x, y))`` or ``fit(epoch_data)`` with ``epoch_data(e) -> (x, y)`` (fresh augmentations
+  every epoch). Each epoch draws one permutation from the trainer's generator and walks it in batches of
+  ``batch_size``; ``augment(xb, generator)`` transforms each batch; the step loss is ``loss_fn(model(xb), yb)``
+  plus ``penalty(model)``.
+- **a full-batch objective**: ``fit()`` with ``objective(model) -> loss``; one epoch is one step.
+
+The optimiser (Adam, AdamW, SGD with momentum) and the schedule (constant, or cosine over all steps) come from
+the arguments. ``validate(model) -> float`` every ``validate_every`` steps (and after the last) drives early stopping
+(``patience`` in steps) and restores the best parameters; validation runs after the first step, then every
+``validate_every`` steps. ``checkpoint=path`` saves the model, optimiser, schedule,
+generator and history after every epoch (atomically) and ``fit`` resumes from it, so an interrupted run loses at
+most one epoch and a resumed run gives the same numbers as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from symkit._checks import check_int
+from symkit.progress import progress_bar
+
+__all__ = ["Hook", "TrainResult", "Trainer", "predict"]
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+SCHEDULES = ("constant", "cosine")
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+class Hook(Protocol):
+    """Called after every epoch with the trainer, the epoch number (from 1) and the epoch's record, which the hook
+    may extend (e.g. a marginal-likelihood update adds its value)."""
+
+    def __call__(self, trainer: Trainer, epoch: int, record: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class TrainResult:
+    """What a fit did: one record per epoch (``loss``: mean step loss over the epoch's samples; ``seconds`` of
+    training; ``train_acc`` when asked), the number of optimiser steps, the best validation value and whether early
+    stopping ended the run."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    steps: int = 0
+    best_validation: float | None = None
+    stopped_early: bool = False
+    resumed_from_epoch: int = 0
+
+    @property
+    def losses(self) -> list[float]:
+        return [r["loss"] for r in self.history]
+
+
+class Trainer:
+    """Train ``model`` (module docstring). ``params`` restricts the optimiser to some parameters (default: every
+    parameter that requires a gradient); gradients are taken only for them."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+        *,
+        objective: Callable[[nn.Module], torch.Tensor] | None = None,
+        penalty: Callable[[nn.Module], torch.Tensor] | None = None,
+        params: Iterable[nn.Parameter] | None = None,
+        optimizer: str = "adam",
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        momentum: float = 0.9,
+        schedule: str = "constant",
+        lr_min: float = 0.0,
+        epochs: int = 1,
+        max_steps: int | None = None,
+        batch_size: int | None = None,
+        min_batch: int = 1,
+        augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
+        generator: torch.Generator | None = None,
+        seed: int = 0,
+        validate: Callable[[nn.Module], float] | None = None,
+        validate_every: int = 1,
+        patience: int | None = None,
+        hooks: Sequence[Hook] = (),
+        accuracy: bool = False,
+        checkpoint: str | os.PathLike | None = None,
+        desc: str = "train",
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"Trainer: model must be an nn.Module, got {type(model).__name__}")
+        if (loss_fn is None) == (objective is None):
+            raise ValueError("Trainer: give exactly one of loss_fn (mini-batches) and objective (full batch)")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"Trainer: optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"Trainer: schedule must be one of {SCHEDULES}, got {schedule!r}")
+        for name, value in (("lr", lr), ("weight_decay", weight_decay), ("lr_min", lr_min)):
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"Trainer: {name} must be a finite number >= 0, got {value!r}")
+        self.model = model
+        self.loss_fn, self.objective, self.penalty = loss_fn, objective, penalty
+        self.params = [p for p in (model.parameters() if params is None else params) if p.requires_grad]
+        if not self.params:
+            raise ValueError("Trainer: nothing to train (no parameter requires a gradient)")
+        self.optimizer_name, self.lr, self.weight_decay, self.momentum = optimizer, float(lr), weight_decay, momentum
+        self.schedule, self.lr_min = schedule, lr_min
+        self.epochs = check_int("Trainer: epochs", epochs, 1)
+        self.max_steps = None if max_steps is None else check_int("Trainer: max_steps", max_steps, 1)
+        self.batch_size = None if batch_size is None else check_int("Trainer: batch_size", batch_size, 1)
+        self.min_batch = check_int("Trainer: min_batch", min_batch, 1)
+        self.augment = augment
+        self.generator = generator if generator is not None else torch.Generator().manual_seed(seed)
+        self.validate, self.patience = validate, None if patience is None else check_int("Trainer: patience",
+                                                                                          patience, 1)
+        self.validate_every = check_int("Trainer: validate_every", validate_every, 1)
+        self.hooks = list(hooks)
+        self.accuracy = accuracy
+        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
+        self.desc = desc
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+        self.stop = False  # a hook may set it to end the run after the current epoch
+
+    # ---------------------------------------------------------------------------------------------- set-up
+    def _make_optimizer(self, steps_per_epoch: int) -> None:
+        if self.optimizer_name == "adam":
+            opt = torch.optim.Adam(self.params, lr=self.lr, weight_decay=self.weight_decay)
+        elif self.optimizer_name == "adamw":
+            opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=self.weight_decay)
+        else:
+            opt = torch.optim.SGD(self.params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+        self.optimizer = opt
+        self.scheduler = None
+        if self.schedule == "cosine":
+            self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
+                opt, T_max=max(1, self.epochs * steps_per_epoch), eta_min=self.lr_min)
+
+    def _data_of(self, data: Any) -> Callable[[int], Batch] | None:
+        if data is None:
+            if self.objective is None:
+                raise ValueError("Trainer.fit: mini-batch training (loss_fn) needs data: (x, y) or epoch -> (x, y)")
+            return None
+        if self.objective is not None:
+            raise ValueError("Trainer.fit: a full-batch objective takes no data")
+        if callable(data):
+            return data
+        if isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
+            if len(data[0]) != len(data[1]):
+                raise ValueError(f"Trainer.fit: x has {len(data[0])} samples but y has {len(data[1])}")
+            return lambda epoch: (data[0], data[1])
+        raise TypeError(f"Trainer.fit: data must be (x, y) tensors or a callable epoch -> (x, y), got "
+                        f"{type(data).__name__}")
+
+    # ---------------------------------------------------------------------------------------------- the loop
+    def fit(self, data: Any = None) -> TrainResult:
+        """Train for ``epochs`` (or ``max_steps``); resume from ``checkpoint`` when it exists."""
+        epoch_data = self._data_of(data)
+        first = epoch_data(0) if epoch_data is not None else None
+        n = len(first[0]) if first is not None else 1
+        if first is not None and n == 0:
+            raise ValueError("Trainer.fit: no training samples")
+        bs = n if self.batch_size is None else min(self.batch_size, n)
+        steps_per_epoch = math.ceil(n / bs) if first is not None else 1
+        self._make_optimizer(steps_per_epoch)
+        result = TrainResult()
+        best_state: list[torch.Tensor] | None = None
+        wait = 0
+        start_epoch = self._resume(result)
+        total = self.epochs * steps_per_epoch if self.max_steps is None else min(self.max_steps,
+                                                                                  self.epochs * steps_per_epoch)
+        bar = progress_bar(desc=self.desc, total=total, initial=min(result.steps, total))
+        self.stop = False
+        for epoch in range(start_epoch + 1, self.epochs + 1):
+            if result.steps >= total or self.stop:
+                break
+            self.model.train()
+            if epoch_data is None:
+                batches: Iterable[Batch | None] = [None]
+                n_seen = 1
+            else:
+                x, y = first if epoch == 1 and first is not None else epoch_data(epoch - 1)
+                order = torch.randperm(len(x), generator=self.generator)
+                batches = ((x[idx], y[idx]) for idx in order.split(bs) if idx.numel() >= self.min_batch)
+                n_seen = 0
+            loss_sum, correct = 0.0, 0
+            t0 = time.perf_counter()
+            for batch in batches:
+                if result.steps >= total:
+                    break
+                loss, out, count = self._step(batch)
+                result.steps += 1
+                bar.update(1)
+                if loss.device.type != "meta":  # meta tensors carry no values to report
+                    loss_sum += float(loss.detach()) * count
+                if batch is not None:
+                    n_seen += count
+                    if self.accuracy and out.device.type != "meta":
+                        correct += int((out.argmax(-1) == batch[1]).sum())
+                if self.validate is not None and ((result.steps - 1) % self.validate_every == 0
+                                                  or result.steps == total):
+                    with torch.no_grad():
+                        value = float(self.validate(self.model))
+                    if result.best_validation is None or value < result.best_validation:
+                        result.best_validation, wait = value, 0
+                        best_state = [p.detach().clone() for p in self.params]
+                    else:
+                        wait += self.validate_every
+                        if self.patience is not None and wait >= self.patience:
+                            result.stopped_early = self.stop = True
+                            break
+            record: dict[str, Any] = {"epoch": epoch, "loss": loss_sum / max(n_seen, 1),
+                                      "seconds": time.perf_counter() - t0}
+            if self.accuracy and epoch_data is not None:
+                record["train_acc"] = correct / max(n_seen, 1)
+            for hook in self.hooks:
+                hook(self, epoch, record)
+            result.history.append(record)
+            self._save(epoch, result)
+        bar.close()
+        if best_state is not None:
+            with torch.no_grad():
+                for p, s in zip(self.params, best_state):
+                    p.copy_(s)
+        return result
+
+    def _step(self, batch: Batch | None) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+        assert self.optimizer is not None
+        out = None
+        if batch is None:
+            loss = self.objective(self.model)
+            count = 1
+        else:
+            xb, yb = batch
+            if self.augment is not None:
+                xb = self.augment(xb, self.generator)
+            out = self.model(xb)
+            loss = self.loss_fn(out, yb)
+            count = len(xb)
+        if self.penalty is not None:
+            loss = loss + self.penalty(self.model)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward(inputs=self.params)
+        self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        return loss, out, count
+
+    # ---------------------------------------------------------------------------------------------- checkpoints
+    def _save(self, epoch: int, result: TrainResult) -> None:
+        if self.checkpoint is None:
+            return
+        state = {
+            "epoch": epoch, "steps": result.steps, "history": result.history,
+            "best_validation": result.best_validation, "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            "generator": self.generator.get_state(),
+        }
+        self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.checkpoint.with_name(self.checkpoint.name + ".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, self.checkpoint)
+
+    def _resume(self, result: TrainResult) -> int:
+        if self.checkpoint is None or not self.checkpoint.exists():
+            return 0
+        import pickle
+
+        try:
+            state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            if self.scheduler is not None and state["scheduler"] is not None:
+                self.scheduler.load_state_dict(state["scheduler"])
+            self.generator.set_state(state["generator"])
+        except (RuntimeError, KeyError, ValueError, OSError, EOFError, pickle.UnpicklingError) as exc:
+            raise ValueError(f"Trainer: cannot resume from {self.checkpoint}: {exc}; delete it to start over") from exc
+        result.history = list(state["history"])
+        result.steps = int(state["steps"])
+        result.best_validation = state["best_validation"]
+        result.resumed_from_epoch = int(state["epoch"])
+        return result.resumed_from_epoch
+
+
+@torch.no_grad()
+def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
+    """``model(x)`` in eval mode, in batches of ``batch_size``."""
+    model.eval()
+    return torch.cat([model(x[i:i + batch_size]) for i in range(0, x.shape[0], batch_size)])

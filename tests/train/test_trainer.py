@@ -1,0 +1,130 @@
+"""The one training loop: it learns, is reproducible, resumes exactly, stops early, and rejects bad input."""
+
+import pytest
+import torch
+from torch import nn
+
+from symkit.train import Trainer
+
+
+def _data(n=256, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 5, generator=g, dtype=torch.float64)
+    w = torch.tensor([1.0, -2.0, 0.5, 0.0, 3.0], dtype=torch.float64)
+    return x, x @ w + 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    return nn.Linear(5, 1, dtype=torch.float64)
+
+
+def _mse(out, y):
+    return ((out.squeeze(-1) - y) ** 2).mean()
+
+
+def _jitter(xb, gen):
+    return xb + 0.01 * torch.randn(xb.shape, generator=gen, dtype=xb.dtype)
+
+
+def _trainer(model, **kw):
+    opts = dict(lr=0.05, epochs=6, batch_size=32, schedule="cosine", augment=_jitter, seed=3)
+    opts.update(kw)
+    return Trainer(model, _mse, **opts)
+
+
+def test_learns_far_better_than_a_constant_predictor():
+    x, y = _data()
+    model = _model()
+    result = _trainer(model, epochs=20).fit((x, y))
+    with torch.no_grad():
+        mse = float(_mse(model(x), y))
+    constant = float(((y - y.mean()) ** 2).mean())  # about 14.3, the variance of the targets
+    assert mse < 0.01 * constant
+    assert result.steps == 20 * 8 and len(result.history) == 20
+    assert result.losses[-1] < 0.1 * result.losses[0]
+
+
+def test_same_seed_same_numbers():
+    x, y = _data()
+    a, b = _model(), _model()
+    _trainer(a).fit((x, y))
+    _trainer(b).fit((x, y))
+    assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+
+
+class _Interrupt:
+    def __init__(self, at):
+        self.at = at
+
+    def __call__(self, trainer, epoch, record):
+        if epoch == self.at:
+            raise KeyboardInterrupt
+
+
+def test_an_interrupted_run_resumes_to_the_same_numbers(tmp_path):
+    x, y = _data()
+    straight = _model()
+    expected = _trainer(straight).fit((x, y))
+    ckpt = tmp_path / "run.pt"
+    model = _model()
+    with pytest.raises(KeyboardInterrupt):
+        _trainer(model, checkpoint=ckpt, hooks=[_Interrupt(at=4)]).fit((x, y))
+    assert ckpt.exists()  # epochs 1-3 are saved; epoch 4 was lost with the interruption
+    resumed_model = _model(seed=99)  # a fresh process: different initial weights, restored from the checkpoint
+    resumed = _trainer(resumed_model, checkpoint=ckpt).fit((x, y))
+    assert resumed.resumed_from_epoch == 3
+    assert torch.equal(resumed_model.weight, straight.weight) and torch.equal(resumed_model.bias, straight.bias)
+    assert resumed.losses == expected.losses and resumed.steps == expected.steps
+
+
+def test_early_stopping_restores_the_best_parameters():
+    x, y = _data()
+    model = _model()
+    seen = []
+
+    def validate(m):  # validation that gets worse after the fifth check: the fifth state must come back
+        seen.append(m.weight.detach().clone())
+        return -len(seen) if len(seen) <= 5 else 0.0
+
+    result = Trainer(model, _mse, lr=0.05, epochs=50, batch_size=32, validate=validate, validate_every=2,
+                     patience=6).fit((x, y))
+    assert result.stopped_early and result.best_validation == -5
+    assert len(seen) == 5 + 3  # three more checks, two steps apart, exhaust the patience of six steps
+    assert torch.equal(model.weight, seen[4])
+
+
+def test_a_full_batch_objective_takes_one_step_per_epoch():
+    x, y = _data()
+    model = _model()
+    result = Trainer(model, objective=lambda m: _mse(m(x), y), lr=0.1, epochs=100).fit()
+    with torch.no_grad():
+        assert result.steps == 100 and float(_mse(model(x), y)) < 0.05
+
+
+def test_runs_on_meta():
+    model = nn.Linear(5, 1, device="meta")
+    x, y = torch.randn(16, 5, device="meta"), torch.randn(16, device="meta")
+    result = Trainer(model, _mse, epochs=2, batch_size=8, accuracy=False).fit((x, y))
+    assert result.steps == 4 and model.weight.device.type == "meta"
+
+
+def test_bad_input_is_a_clear_error(tmp_path):
+    x, y = _data()
+    model = _model()
+    with pytest.raises(ValueError, match="exactly one of loss_fn"):
+        Trainer(model)
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        Trainer(model, _mse, optimizer="lbfgs")
+    with pytest.raises(ValueError, match="lr must be a finite number"):
+        Trainer(model, _mse, lr=float("nan"))
+    with pytest.raises(TypeError, match="epochs: expected an int"):
+        Trainer(model, _mse, epochs=2.5)
+    with pytest.raises(ValueError, match="x has 256 samples but y has 10"):
+        Trainer(model, _mse).fit((x, y[:10]))
+    with pytest.raises(ValueError, match="needs data"):
+        Trainer(model, _mse).fit()
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="cannot resume from .*bad.pt"):
+        Trainer(model, _mse, checkpoint=bad).fit((x, y))

@@ -88,9 +88,9 @@ def main() -> None:
 
     os.environ.setdefault("SYMKIT_PROGRESS", "0")
     torch.set_num_threads(1)
+    from symkit.actions.partition import partition_distance
     from symkit.discover.baselines import AugerinoPermutation
     from symkit.discover.bilevel import fit_model_parameters
-    from symkit.actions.partition import partition_distance
     from symkit.experiments.sharing_sum import (
         SumSharingConfig,
         _net,

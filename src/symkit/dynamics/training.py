@@ -25,7 +25,7 @@ import torch
 
 from symkit.actions.grid import act
 from symkit.dynamics.model import ProjectNet
-from symkit.progress import progress_bar
+from symkit.train import Trainer
 
 __all__ = ["MODES", "LOSSES", "full_batch_gradient", "train", "Trajectory", "distances", "equivariance_error"]
 
@@ -199,17 +199,17 @@ def train(
     head = np.array([model.specs[i].is_trivial for i, _, _ in model.layer_params()])
     t, e = distances(model, start)
     travelled, to_e, losses = [t], [e], []
-    for _ in progress_bar(range(steps), desc=mode):
-        value = full_batch_gradient(
-            model, X, Y, mode, loss, batch_size, aug_passes, exact, penalty, generator=gen
-        )
-        with torch.no_grad():
-            for p in model.parameters():
-                p.sub_(p.grad, alpha=lr)
-        losses.append(value)
+
+    def track(trainer: Trainer, epoch: int, record: dict) -> None:
+        losses.append(record["loss"])
         t, e = distances(model, start)
         travelled.append(t)
         to_e.append(e)
+
+    if steps > 0:  # plain gradient descent, A <- A - lr * grad: SGD without momentum, one full-batch step per epoch
+        Trainer(model, gradient=lambda m: full_batch_gradient(m, X, Y, mode, loss, batch_size, aug_passes, exact,
+                                                             penalty, generator=gen),
+                optimizer="sgd", momentum=0.0, lr=lr, epochs=steps, hooks=[track], desc=mode).fit()
     return Trajectory(mode, np.array(travelled), np.array(to_e), losses, head)
 
 

@@ -7,6 +7,8 @@ Two ways to feed it:
   ``batch_size``; ``augment(xb, generator)`` transforms each batch; the step loss is ``loss_fn(model(xb), yb)``
   plus ``penalty(model)``.
 - **a full-batch objective**: ``fit()`` with ``objective(model) -> loss``; one epoch is one step.
+- **a gradient of its own**: ``fit()`` with ``gradient(model) -> loss value``, which sets ``p.grad`` itself (the
+  augmented and projected gradients of seed 002); the trainer takes the optimiser step.
 
 The optimiser (Adam, AdamW, SGD with momentum) and the schedule (constant, or cosine over all steps) come from
 the arguments. ``validate(model) -> float`` every ``validate_every`` steps (and after the last) drives early stopping
@@ -74,6 +76,7 @@ class Trainer:
         loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
         *,
         objective: Callable[[nn.Module], torch.Tensor] | None = None,
+        gradient: Callable[[nn.Module], float] | None = None,
         penalty: Callable[[nn.Module], torch.Tensor] | None = None,
         params: Iterable[nn.Parameter] | None = None,
         optimizer: str = "adam",
@@ -99,8 +102,9 @@ class Trainer:
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"Trainer: model must be an nn.Module, got {type(model).__name__}")
-        if (loss_fn is None) == (objective is None):
-            raise ValueError("Trainer: give exactly one of loss_fn (mini-batches) and objective (full batch)")
+        if sum(f is not None for f in (loss_fn, objective, gradient)) != 1:
+            raise ValueError("Trainer: give exactly one of loss_fn (mini-batches), objective (full batch) and gradient "
+                             "(a function that sets the gradients itself)")
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"Trainer: optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         if schedule not in SCHEDULES:
@@ -109,7 +113,7 @@ class Trainer:
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"Trainer: {name} must be a finite number >= 0, got {value!r}")
         self.model = model
-        self.loss_fn, self.objective, self.penalty = loss_fn, objective, penalty
+        self.loss_fn, self.objective, self.gradient, self.penalty = loss_fn, objective, gradient, penalty
         self.params = [p for p in (model.parameters() if params is None else params) if p.requires_grad]
         if not self.params:
             raise ValueError("Trainer: nothing to train (no parameter requires a gradient)")
@@ -148,11 +152,11 @@ class Trainer:
 
     def _data_of(self, data: Any) -> Callable[[int], Batch] | None:
         if data is None:
-            if self.objective is None:
+            if self.loss_fn is not None:
                 raise ValueError("Trainer.fit: mini-batch training (loss_fn) needs data: (x, y) or epoch -> (x, y)")
             return None
-        if self.objective is not None:
-            raise ValueError("Trainer.fit: a full-batch objective takes no data")
+        if self.loss_fn is None:
+            raise ValueError("Trainer.fit: a full-batch objective or gradient takes no data")
         if callable(data):
             return data
         if isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data):
@@ -237,6 +241,12 @@ class Trainer:
     def _step(self, batch: Batch | None) -> tuple[torch.Tensor, torch.Tensor | None, int]:
         assert self.optimizer is not None
         out = None
+        if self.gradient is not None:  # the method fills .grad itself (e.g. projected or augmented gradients)
+            value = self.gradient(self.model)
+            self.optimizer.step()
+            if self.scheduler is not None:
+                self.scheduler.step()
+            return torch.as_tensor(float(value)), None, 1
         if batch is None:
             loss = self.objective(self.model)
             count = 1

@@ -26,9 +26,9 @@ os.environ.setdefault("SYMKIT_PROGRESS", "0")
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from symkit.experiments.thesis_tables import compute_rank, thesis_cells  # noqa: E402
 from symkit.groups import O13, SO, SU, O, RubiksCube, S, SO13p, Sp, Z  # noqa: E402,F401
 from symkit.reps import T, V, clear_memory_cache  # noqa: E402,F401
-from symkit.reps.thesis_tables import compute_rank, thesis_cells  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EMLP_PY = ROOT / ".bench" / "emlp-venv" / "bin" / "python"

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_int"]
+__all__ = ["check_int", "require"]
 
 
 def check_int(what: str, value: Any, minimum: int = 0) -> int:
@@ -18,3 +18,18 @@ def check_int(what: str, value: Any, minimum: int = 0) -> int:
     if value < minimum:
         raise ValueError(f"{what}: expected an int >= {minimum}, got {value}")
     return int(value)
+
+
+def require(module: str, what: str) -> Any:
+    """Import ``module`` (matplotlib, scikit-learn: the ``experiments`` extra), or raise an ImportError that says
+    what needs it and how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        package = {"sklearn": "scikit-learn"}.get(module.split(".")[0], module.split(".")[0])
+        raise ImportError(
+            f"{what} needs {package}, which is not installed; install the experiments extra: "
+            f"pip install 'symkit[experiments]'"
+        ) from exc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-import symkit.reps.thesis_tables as thesis_tables  # noqa: E402
+import symkit.experiments.thesis_tables as thesis_tables  # noqa: E402
 from symkit.cli.main import app
 from symkit.runner.sweep import SweepError, plan, run_sweep
 from symkit.store import Store

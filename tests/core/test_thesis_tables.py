@@ -7,10 +7,10 @@ from math import comb, factorial, prod
 import numpy as np
 import pytest
 
+from symkit.experiments.thesis_tables import RankCell, compute_rank, format_tables, thesis_cells
 from symkit.groups import RubiksCube, S
 from symkit.groups.perm import pointwise_stabilizer
 from symkit.reps import T
-from symkit.reps.thesis_tables import RankCell, compute_rank, format_tables, thesis_cells
 
 QUICK = thesis_cells(tier="quick")
 FULL_ONLY = [c for c in thesis_cells(tier="full") if c.tier == "full"]

@@ -14,9 +14,9 @@ def load_digits_images(size: int = 8, dtype: torch.dtype = torch.float32) -> tup
     """
     if not isinstance(size, int) or size < 8:
         raise ValueError(f"size must be an int >= 8 (the digits are 8x8), got {size!r}")
-    from sklearn.datasets import load_digits
+    from symkit._checks import require
 
-    data = load_digits()
+    data = require("sklearn.datasets", "the handwritten digits data set").load_digits()
     images = torch.as_tensor(data.images, dtype=torch.float64).unsqueeze(1) / 16.0
     labels = torch.as_tensor(data.target, dtype=torch.long)
     if size != 8:

@@ -163,7 +163,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
     """Fig. 1 / Fig. 6: the median drift curves of each group's lowest stored seed, one row of panels per group."""
-    from symkit.dynamics.plot import plot_drift_curves
+    from symkit.experiments.figures import plot_drift_curves
 
     first: dict[str, Mapping[str, Any]] = {}
     for run in sorted(runs, key=lambda r: r["seed"]):

@@ -57,7 +57,7 @@ def run(cfg: LayerwiseQuadrantConfig) -> dict:
         "seconds_per_hyper_update": (sum(res.hyper_seconds) / len(res.hyper_seconds)) if res.hyper_seconds else 0.0,
     }
     if cfg.plot_dir and len({r["path"] for r in rows}) > 1:
-        from symkit.marglik.plot import plot_layer_types
+        from symkit.experiments.figures import plot_layer_types
 
         plot_layer_types(rows, f"{cfg.plot_dir}/layer_types_{cfg.task}_{cfg.model}_{cfg.method}_s{cfg.seed}.png",
                          f"{cfg.model} on {cfg.task} ({cfg.method})")

@@ -58,7 +58,7 @@ def run(cfg: LayerwiseRotatedConfig) -> dict:
             metrics[f"{sym}_rel_max"] = max(vals)
             metrics[f"{sym}_rel_per_layer"] = [round(v, 3) for v in vals]
     if cfg.plot_dir:
-        from symkit.marglik.plot import plot_layer_types
+        from symkit.experiments.figures import plot_layer_types
 
         plot_layer_types(rows, f"{cfg.plot_dir}/layer_types_{cfg.transform}_{cfg.method}_s{cfg.seed}.png",
                          f"{cfg.model} on {cfg.transform} digits ({cfg.method})")

@@ -4,7 +4,7 @@ One run computes one cell (a table, a group, a representation) and records our r
 cells have none) and whether the two agree. ``--quick`` runs the cells that take seconds, the full sweep every cell
 the CI budget allows; ``symkit ranks --all`` adds the cells the thesis left blank and the slow ones.
 
-The experiment is registered only when the core's ``symkit.reps.thesis_tables`` is importable.
+The experiment is registered only when the core's ``symkit.experiments.thesis_tables`` is importable.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class RanksConfig:
 
 
 def _tables() -> Any:
-    from symkit.reps import thesis_tables
+    from symkit.experiments import thesis_tables
 
     return thesis_tables
 
@@ -151,7 +151,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     return head + "\n\n```\n" + format_results(ranks).rstrip() + "\n```"
 
 
-if importlib.util.find_spec("symkit.reps.thesis_tables") is not None:
+if importlib.util.find_spec("symkit.experiments.thesis_tables") is not None:
     EXPERIMENT = register(
         Experiment(
             name="ranks",

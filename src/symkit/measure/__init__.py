@@ -22,7 +22,6 @@ from symkit.measure.layerwise import (
     LayerwiseResult,
     find_leaves,
     layerwise_lie_derivative,
-    plot_cumulative_contributions,
 )
 from symkit.measure.lie import (
     LEEResult,
@@ -56,7 +55,6 @@ __all__ = [
     "layerwise_lie_derivative",
     "linear_lie_derivative",
     "pi_consistency_loss",
-    "plot_cumulative_contributions",
     "rep_lie_derivative",
     "sample_equivariance_error",
     "sample_rotation_error",

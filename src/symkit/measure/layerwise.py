@@ -343,25 +343,3 @@ def layerwise_lie_derivative(
         sq_stderr=sq_samples.std(0) / math.sqrt(num_probes),
         num_probes=num_probes,
     )
-
-
-def plot_cumulative_contributions(
-    results: LayerwiseResult | dict[str, LayerwiseResult], ax: Any = None, *, normalize: bool = True
-) -> Any:
-    """Cumulative ``sum_{j<=i} ||C_j||`` against layer index (thesis Fig. 4.4); one line per result. Returns ``ax``."""
-    import matplotlib
-
-    if ax is None:
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=(6, 3.5))
-    items = results.items() if isinstance(results, dict) else [(results.transform, results)]
-    for label, r in items:
-        cum = torch.cumsum(r.fractions if normalize else r.norms, 0)
-        depth = torch.linspace(0, 1, len(cum)) if isinstance(results, dict) else torch.arange(1, len(cum) + 1)
-        ax.step(depth.numpy(), cum.numpy(), where="post", label=label)
-    ax.set_xlabel("relative depth" if isinstance(results, dict) else "layer call")
-    ax.set_ylabel("cumulative share of sum ||C_i||" if normalize else "cumulative sum ||C_i||")
-    ax.legend()
-    return ax

@@ -254,7 +254,9 @@ def plot_series(experiment: Experiment, plot: Plot, groups: Sequence[Group]) -> 
 
 def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path: Path) -> Path | None:
     """Draw ``plot`` from the aggregated groups into ``path`` (PNG); ``None`` when no group has both x and y."""
-    import matplotlib
+    from symkit._checks import require
+
+    matplotlib = require("matplotlib", "report plots")
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt

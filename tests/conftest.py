@@ -13,3 +13,26 @@ torch.set_num_threads(1)  # the suite is many small models: one thread each is f
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--device", default="cpu", help="device for the device-sensitive tests (cpu, cuda, mps)")
+
+
+@pytest.fixture
+def device(request: pytest.FixtureRequest) -> torch.device:
+    """The device of the device-sensitive tests: ``pytest --device cuda`` runs them on a GPU."""
+    name = request.config.getoption("--device")
+    if name != "cpu" and name != "meta":
+        kind = name.split(":")[0]
+        available = {"cuda": torch.cuda.is_available(),
+                     "mps": getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()}
+        if not available.get(kind, False):
+            raise pytest.UsageError(f"--device {name}: no such device on this machine")
+    return torch.device(name)
+
+
+@pytest.fixture(params=[torch.float32, torch.float64], ids=["float32", "float64"])
+def dtype(request: pytest.FixtureRequest) -> torch.dtype:
+    """Both floating dtypes (as e3nn's tests do)."""
+    return request.param

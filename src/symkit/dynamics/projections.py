@@ -321,7 +321,7 @@ def _project_matrix(A: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
     Pt = _dense_projector(id(P), P)
     c = spec.c_out * spec.c_in
     X = A.reshape(c, -1)
-    return (X @ Pt.to(A.dtype).T).reshape(spec.shape)
+    return (X @ Pt.to(device=A.device, dtype=A.dtype).T).reshape(spec.shape)
 
 
 _DENSE: dict[int, torch.Tensor] = {}

@@ -94,7 +94,8 @@ def _loss_factor(f: torch.Tensor, likelihood: str, sigma_noise: float, mc_sample
         return (eye / sigma_noise).unsqueeze(1).expand(k, n, k)
     p = torch.softmax(f.detach(), dim=-1)
     if mc_samples is not None:
-        yhat = torch.multinomial(p, mc_samples, replacement=True, generator=generator).T  # (S, N)
+        # drawn on the CPU with the CPU generator, then moved: the same samples on every device
+        yhat = torch.multinomial(p.cpu(), mc_samples, replacement=True, generator=generator).T.to(f.device)  # (S, N)
         return (p.unsqueeze(0) - eye[yhat]) / mc_samples**0.5
     return p.sqrt().T.unsqueeze(-1) * (eye.unsqueeze(1) - p.unsqueeze(0))
 

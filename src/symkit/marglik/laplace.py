@@ -91,17 +91,18 @@ class KronLaplace:
         for b in curvature.blocks:
             ev = b.eigenvalues()
             lam.append(ev)
-            idx.append(torch.full((ev.numel(),), index[b.name], dtype=torch.long))
+            idx.append(torch.full((ev.numel(),), index[b.name], dtype=torch.long, device=ev.device))
         self.eigenvalues = torch.cat(lam)
         self.eig_group = torch.cat(idx)
-        sizes = torch.zeros(len(groups), dtype=torch.float64)
-        sq = torch.zeros(len(groups), dtype=torch.float64)
+        device = self.eigenvalues.device
+        sizes = torch.zeros(len(groups), dtype=torch.float64, device=device)
+        sq = torch.zeros(len(groups), dtype=torch.float64, device=device)
         for gi, g in enumerate(groups):
             for n in g.params:
                 if n not in params:
                     raise ValueError(f"prior group {g.name!r}: the model has no parameter {n!r}")
                 sizes[gi] += params[n].numel()
-                sq[gi] += float(params[n].detach().double().pow(2).sum())
+                sq[gi] += params[n].detach().double().pow(2).sum().to(device)
         self.sizes = sizes
         self.theta_sq = sq
 
@@ -131,7 +132,7 @@ class KronLaplace:
         """``γ_l = Σ λ/(λ + δ_l)`` per group (0 ≤ γ_l ≤ P_l)."""
         delta = self._delta(log_prior_prec).detach()
         r = self.eigenvalues / (self.eigenvalues + delta[self.eig_group])
-        return torch.zeros(len(self.groups), dtype=torch.float64).index_add_(0, self.eig_group, r)
+        return torch.zeros(len(self.groups), dtype=torch.float64, device=r.device).index_add_(0, self.eig_group, r)
 
 
 def expand_prior_precision(model: nn.Module, groups: list[PriorGroup], log_prior_prec: torch.Tensor

@@ -105,8 +105,9 @@ def train_marglik(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: Ma
     n = len(x)
     gen = torch.Generator().manual_seed(config.seed)
     groups = prior_groups(model, None, config.prior_structure)
+    device = next(iter(model.parameters())).device
     log_prior_prec = torch.full((len(groups),), math.log(config.prior_prec_init), dtype=torch.float64,
-                                requires_grad=True)
+                                device=device, requires_grad=True)
     opt_hyp = torch.optim.Adam([log_prior_prec], lr=config.lr_hyp)
     updates = hyper_update_epochs(config.n_epochs, config.burnin, config.frequency)
     sched_hyp = torch.optim.lr_scheduler.CosineAnnealingLR(opt_hyp, T_max=max(1, len(updates) * config.n_hypersteps),

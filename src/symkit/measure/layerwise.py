@@ -233,7 +233,8 @@ class _Hooks:
                 if lie is None:
                     self.scalars.append(None)
                     return None
-                s = torch.zeros((out.shape[0],) + (1,) * (out.ndim - 1), dtype=out.dtype, requires_grad=True)
+                s = torch.zeros((out.shape[0],) + (1,) * (out.ndim - 1), dtype=out.dtype, device=out.device,
+                                requires_grad=True)
                 self.scalars.append(s)
                 return out + s * lie
             return None

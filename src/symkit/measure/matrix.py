@@ -58,13 +58,22 @@ def _torch(a: Any, like: Tensor) -> Tensor:
     return torch.as_tensor(arr, dtype=like.dtype, device=like.device)
 
 
-def _inputs(x: Tensor | None, rep_in: Rep, dtype: torch.dtype, batch: int, seed: int) -> Tensor:
-    if x is None:
+def _inputs(x: Tensor | None, rep_in: Rep, dtype: torch.dtype, batch: int, seed: int,
+            device: torch.device | str | None = None) -> Tensor:
+    if x is None:  # drawn on the CPU with a seeded generator, then moved: the same inputs on every device
         g = torch.Generator().manual_seed(seed)
-        return torch.randn(batch, rep_in.size, generator=g, dtype=dtype)
+        return torch.randn(batch, rep_in.size, generator=g, dtype=dtype).to(device)
     if not isinstance(x, Tensor) or x.ndim != 2 or x.shape[1] != rep_in.size:
         raise ValueError(f"x must be a (B, {rep_in.size}) tensor for rep_in={rep_in!r}, got {getattr(x, 'shape', x)}")
     return x
+
+
+def _model_device(model: Any) -> torch.device | None:
+    if isinstance(model, torch.nn.Module):
+        p = next(iter(model.parameters()), None)
+        if p is not None:
+            return p.device
+    return None
 
 
 def _model_dtype(model: Any) -> torch.dtype:
@@ -126,7 +135,7 @@ def generator_lie_derivatives(
     """
     rep_in, rep_out = _reps(model, rep_in, rep_out)
     G = _group(rep_in, rep_out, G)
-    x = _inputs(x, rep_in, _model_dtype(model), batch, seed)
+    x = _inputs(x, rep_in, _model_dtype(model), batch, seed, _model_device(model))
     algebra = np.asarray(G.lie_algebra)
     out = [rep_lie_derivative(model, x, A, rep_in, rep_out) for A in algebra]
     if not out:
@@ -195,7 +204,7 @@ def sampled_equivariance_error(
         return EquivarianceReport(lie, [], [err], [], extra={"matrix_error": err})
     rep_in, rep_out = _reps(model, rep_in, rep_out)
     G = _group(rep_in, rep_out, G)
-    x = _inputs(x, rep_in, _model_dtype(model), batch, seed)
+    x = _inputs(x, rep_in, _model_dtype(model), batch, seed, _model_device(model))
     fx = _call(model, x)
     if fx.ndim != 2 or fx.shape[1] != rep_out.size:
         raise ValueError(f"model returned shape {tuple(fx.shape)}, expected (B, {rep_out.size}) for {rep_out!r}")

@@ -80,3 +80,23 @@ def test_import_experiment_imports_the_module_that_registers_it(monkeypatch):
     assert exp.name == "cli-toy" and exp.config.__name__ == "ToyConfig"
     with pytest.raises(KeyError, match="no experiment named 'cli-none'; valid names: .*cli-toy"):
         import_experiment("cli-none")
+
+
+def test_stored_json_comes_back_as_the_same_config():
+    from symkit.experiments.registry import config_from_json
+    from symkit.store import canonical_json
+
+    cfg = Cfg(n=3, sizes=(4, 5, 6), pair=(2, "y"), limit=None, mode="slow")
+    back = config_from_json(Cfg, __import__("json").loads(canonical_json(cfg.__dict__)))
+    assert back == cfg and isinstance(back.sizes, tuple) and isinstance(back.pair, tuple)
+
+
+@pytest.mark.parametrize(("field", "value", "expected"), [
+    ("sizes", (1, "two"), "expected tuple[int, ...]"),  # element types are checked, not only the container
+    ("pair", (1, 2), "expected tuple[int, str]"),
+    ("mode", "medium", "expected Literal"),
+    ("limit", 2.5, "expected int | None"),
+])
+def test_config_values_of_the_wrong_type_are_rejected(field, value, expected):
+    with pytest.raises(ValueError, match=expected.replace("[", r"\[").replace("|", r"\|")):
+        _exp().make_config(**{field: value})

@@ -119,7 +119,7 @@ def test_a_bad_setting_in_a_real_process_is_one_clear_line(tmp_path):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip() == (
         "Error: --set 'scale=big': bad value 'big' for setting 'scale' of experiment 'cli-toy': expected float "
-        "(could not convert string to float: 'big')"
+        "(Input should be a valid number, unable to parse string as a number)"
     )
 
 

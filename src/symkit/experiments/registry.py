@@ -29,6 +29,7 @@ that fails to import does not hide the others: it is reported by :func:`broken_m
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import itertools
 import json
@@ -41,6 +42,8 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+import pydantic
 
 from symkit.progress import progress_bar
 
@@ -154,17 +157,22 @@ def _numbers(value: Any) -> list[Any]:
     return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
 
 
-def _type_ok(tp: Any, value: Any) -> bool:
-    """A light check of scalar annotations (int, float, bool, str); other annotations are not checked here."""
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if tp is str:
-        return isinstance(value, str)
-    return True
+def _type_error(tp: Any, value: Any) -> str | None:
+    """Why ``value`` is not of type ``tp`` by pydantic's strict validation (no coercion, but an int is a float and a
+    tuple field takes a list), or None when it is; unresolved annotations are not checked."""
+    if tp is None or isinstance(tp, str):
+        return None
+    if _is_sequence(tp) and isinstance(value, list):
+        value = tuple(value) if typing.get_origin(tp) is tuple or tp is tuple else value
+    try:
+        _adapter(tp).validate_python(value, strict=True)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        where = "".join(f"[{loc}]" for loc in err["loc"])
+        return f"{type(value).__name__}{' with ' + repr(err['input']) + ' at ' + where if where else ''}"
+    except pydantic.PydanticSchemaGenerationError:
+        return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -215,10 +223,11 @@ class Experiment:
         limits = {k: _Range.parse(v) for k, v in self.field_limits().items()}
         for f in dataclasses.fields(config):
             value = getattr(config, f.name)
-            if not _type_ok(types_.get(f.name), value):
+            wrong = _type_error(types_.get(f.name), value)
+            if wrong is not None:
                 raise ValueError(
                     f"setting {f.name}={value!r} of experiment {self.name!r}: expected "
-                    f"{_type_name(types_.get(f.name))}, got {type(value).__name__}"
+                    f"{_type_name(types_.get(f.name))}, got {wrong}"
                 )
             for x in _numbers(value):
                 if isinstance(x, float) and not math.isfinite(x):
@@ -307,76 +316,76 @@ def _unique(points: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-_TRUE = {"1", "true", "yes", "on", "y", "t"}
-_FALSE = {"0", "false", "no", "off", "n", "f"}
-
-
 def _type_name(tp: Any) -> str:
+    if typing.get_args(tp):  # a generic alias such as tuple[int, ...]: its __name__ would drop the arguments
+        return str(tp).replace("typing.", "")
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def _parse_as(tp: Any, text: str) -> Any:
-    """Parse ``text`` as type ``tp`` (a small subset of typing: scalars, Optional/Union, Literal, sequences)."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if tp is Any or tp is object:
+@functools.lru_cache(maxsize=256)
+def _adapter(tp: Any) -> pydantic.TypeAdapter:
+    return pydantic.TypeAdapter(tp)
+
+
+def _is_sequence(tp: Any) -> bool:
+    return typing.get_origin(tp) in (tuple, list, Sequence) or tp in (tuple, list)
+
+
+def _command_line_value(tp: Any, text: str) -> Any:
+    """The command-line syntax, before type validation: ``none`` for an optional field, JSON for lists and objects
+    (``[1, 2]``, ``{"a": 1}``), comma-separated items for a sequence (``3,4``); anything else stays text."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    stripped = text.strip()
+    if origin in (typing.Union, getattr(types, "UnionType", None)):
+        if type(None) in args and stripped.lower() in ("none", "null"):
+            return None
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:
+            return _command_line_value(options[0], text)
+        return text
+    if tp is Any or tp is object or origin in (dict, Mapping) or tp is dict:
         try:
-            return json.loads(text)
+            return json.loads(stripped)
         except json.JSONDecodeError:
             return text
+    if _is_sequence(tp):
+        if stripped.startswith("["):
+            return json.loads(stripped)
+        return [part.strip() for part in stripped.split(",") if part.strip()]
+    return text
+
+
+def _pydantic_reason(tp: Any, exc: pydantic.ValidationError) -> str:
+    """One short reason from pydantic's first error, in the words symkit's messages use."""
+    err = exc.errors()[0]
+    kind = err["type"]
+    if kind in ("bool_parsing", "bool_type"):
+        return "true or false"
+    if kind == "literal_error":
+        return f"one of {', '.join(map(repr, typing.get_args(tp)))}"
+    if kind in ("too_long", "too_short") and typing.get_origin(tp) is tuple:
+        return f"{len(typing.get_args(tp))} comma-separated values"
+    return err["msg"]
+
+
+def _parse_as(tp: Any, text: str) -> Any:
+    """Parse command-line ``text`` as type ``tp``: the command-line syntax (:func:`_command_line_value`), then
+    pydantic's validation (ints, floats, booleans such as yes/no/1/0, literals, tuples, optionals)."""
     if isinstance(tp, str):  # an annotation that could not be resolved
-        return _parse_as(Any, text)
-    if origin in (typing.Union, getattr(types, "UnionType", None)):
-        if type(None) in args and text.strip().lower() in ("none", "null"):
-            return None
-        errors = []
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return _parse_as(arg, text)
-            except (ValueError, TypeError) as exc:
-                errors.append(str(exc))
-        raise ValueError("; ".join(errors))
-    if origin is typing.Literal:
-        for option in args:
-            if str(option) == text:
-                return option
-        raise ValueError(f"one of {', '.join(map(repr, args))}")
-    if tp is bool:
-        low = text.strip().lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise ValueError("true or false")
-    if tp is int:
-        return int(text)
-    if tp is float:
-        return float(text)
-    if tp is str:
-        return text
-    if origin in (tuple, list, Sequence) or tp in (tuple, list):
-        text = text.strip()
-        if text.startswith("["):
-            items = json.loads(text)
-            if not isinstance(items, list):
-                raise ValueError("a JSON list")
-            raw = [json.dumps(item) if not isinstance(item, str) else item for item in items]
-        else:
-            raw = [part.strip() for part in text.split(",") if part.strip()]
-        if origin is tuple and args and args[-1] is not Ellipsis:
-            if len(args) != len(raw):
-                raise ValueError(f"{len(args)} comma-separated values")
-            item_types = list(args)
-        else:
-            item_types = [args[0] if args else Any] * len(raw)
-        values = [_parse_as(t, r) for t, r in zip(item_types, raw)]
-        return tuple(values) if (origin is tuple or tp is tuple) else values
-    if origin in (dict, Mapping) or tp is dict:
-        value = json.loads(text)
-        if not isinstance(value, dict):
-            raise ValueError("a JSON object")
-        return value
-    raise ValueError(f"values of type {_type_name(tp)} cannot be set from the command line")
+        tp = Any
+    value = _command_line_value(tp, text)
+    try:
+        return _adapter(tp).validate_python(value)
+    except pydantic.ValidationError as exc:
+        raise ValueError(_pydantic_reason(tp, exc)) from None
+    except pydantic.PydanticSchemaGenerationError:
+        raise ValueError(f"values of type {_type_name(tp)} cannot be set from the command line") from None
+
+
+def config_from_json(config_type: type, values: Mapping[str, Any]) -> Any:
+    """Rebuild a config instance from its stored JSON dict (pydantic turns JSON lists back into tuples where the
+    field is a tuple)."""
+    return _adapter(config_type).validate_python(dict(values))
 
 
 def progress(iterable: Iterable[T_], total: int | None = None, desc: str = "") -> Iterable[T_]:

@@ -20,13 +20,11 @@ import socket
 import sys
 import time
 import traceback
-import types
-import typing
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from symkit.experiments.registry import Experiment, import_experiment
+from symkit.experiments.registry import Experiment, config_from_json, import_experiment
 from symkit.progress import progress_bar, progress_enabled
 from symkit.store import Store, StoreError, canonical_json, config_hash, to_jsonable
 from symkit.store.db import utc_now
@@ -178,18 +176,8 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def _from_json(experiment: Experiment, values: Mapping[str, Any]) -> Any:
-    """Rebuild a config instance from its stored JSON dict (lists back to tuples where the field is a tuple)."""
-    types_ = experiment.field_types()
-    kwargs = {}
-    for key, value in values.items():
-        tp = types_.get(key)
-        origin = typing.get_origin(tp)
-        wants_tuple = tp is tuple or origin is tuple or (
-            origin in (typing.Union, getattr(types, "UnionType", None))
-            and any(a is tuple or typing.get_origin(a) is tuple for a in typing.get_args(tp))
-        )
-        kwargs[key] = tuple(value) if wants_tuple and isinstance(value, list) else value
-    return experiment.config(**kwargs)
+    """Rebuild a config instance from its stored JSON dict."""
+    return config_from_json(experiment.config, values)
 
 
 def plan(

@@ -17,6 +17,7 @@ from torch import nn
 
 from symkit.actions.grid import Element, act, lift
 from symkit.dynamics.projections import LayerSpec, project, project_vector
+from symkit.nn._factory import factory, on
 
 __all__ = ["ProjectNet", "ACTIVATIONS"]
 
@@ -46,8 +47,9 @@ class ProjectNet(nn.Module):
         gain: float = 1.0,
         equivariant_init: bool = True,
         seed: int = 0,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | None = None,
         projection: str = "auto",
+        device: object = None,
     ) -> None:
         super().__init__()
         specs = list(specs)
@@ -70,6 +72,7 @@ class ProjectNet(nn.Module):
         self.norm_after = tuple(norm_after)
         self.projection = projection
         gen = torch.Generator().manual_seed(seed)
+        f = factory(device, dtype)
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList() if bias else None
         for s in specs:
@@ -77,9 +80,9 @@ class ProjectNet(nn.Module):
             if equivariant_init:
                 A = project(A, s, projection)
             A = A * (gain * math.sqrt(s.c_out * max(s.action_out.size, 1)) / A.norm().clamp_min(1e-30))
-            self.weights.append(nn.Parameter(A.to(dtype)))
+            self.weights.append(nn.Parameter(on(A, f)))  # drawn and projected on the CPU in float64, then moved
             if bias:
-                self.biases.append(nn.Parameter(torch.zeros((s.c_out, *s.action_out.shape), dtype=dtype)))
+                self.biases.append(nn.Parameter(torch.zeros((s.c_out, *s.action_out.shape), **f)))
 
     # ------------------------------------------------------------------ structure
     @property

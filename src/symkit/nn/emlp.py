@@ -18,6 +18,7 @@ from torch import nn
 
 from symkit._checks import check_int
 from symkit.groups.base import Group
+from symkit.nn._factory import factory, on
 from symkit.reps.core import Rep, Scalar, SumRep, T
 
 __all__ = [
@@ -116,8 +117,10 @@ class _BasisExpansion(nn.Module):
     One ``(m, r)`` parameter per distinct block; the expansion is one matmul per block and one gather.
     """
 
-    def __init__(self, rep: Rep, init_std: Sequence[float] | float | None, dtype: torch.dtype) -> None:
+    def __init__(self, rep: Rep, init_std: Sequence[float] | float | None, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
+        f = factory(device, dtype)
         basis = rep.structured_basis()
         self.size = rep.size
         self.coefficients = nn.ParameterList()
@@ -127,15 +130,15 @@ class _BasisExpansion(nn.Module):
             Qd = _dense(Q)
             if Qd.shape[1] == 0:
                 positions.append(pos.reshape(-1))
-                self.register_buffer(f"basis_{n_blocks}", torch.zeros(Qd.shape[0], 0, dtype=dtype))
-                self.coefficients.append(nn.Parameter(torch.zeros(pos.shape[0], 0, dtype=dtype), requires_grad=False))
+                self.register_buffer(f"basis_{n_blocks}", torch.zeros(Qd.shape[0], 0, **f))
+                self.coefficients.append(nn.Parameter(torch.zeros(pos.shape[0], 0, **f), requires_grad=False))
             else:
-                self.register_buffer(f"basis_{n_blocks}", torch.as_tensor(Qd, dtype=dtype))
-                beta = torch.zeros(pos.shape[0], Qd.shape[1], dtype=dtype)
+                self.register_buffer(f"basis_{n_blocks}", torch.as_tensor(Qd, **f))
+                beta = torch.zeros(pos.shape[0], Qd.shape[1], dtype=f["dtype"])  # drawn on the CPU, then moved
                 if init_std is not None:
                     std = init_std if isinstance(init_std, float) else init_std[n_blocks]
                     beta.normal_(0.0, std)
-                self.coefficients.append(nn.Parameter(beta))
+                self.coefficients.append(nn.Parameter(on(beta, f)))
                 positions.append(pos.reshape(-1))
             n_blocks += 1
         self.n_blocks = n_blocks
@@ -143,7 +146,7 @@ class _BasisExpansion(nn.Module):
         # every entry of the flat vector belongs to exactly one block copy: `flat` is a permutation of range(size)
         if flat.shape[0] != self.size or not np.array_equal(np.sort(flat), np.arange(self.size)):
             raise ValueError(f"the blocks of {rep!r} do not tile its {self.size} entries")
-        self.register_buffer("inverse", torch.as_tensor(np.argsort(flat), dtype=torch.long))
+        self.register_buffer("inverse", torch.as_tensor(np.argsort(flat), dtype=torch.long, device=f["device"]))
 
     def block_shapes(self) -> list[tuple[int, int, int]]:
         """(copies, block size, block rank) of every block."""
@@ -164,18 +167,20 @@ class EquivariantLinear(nn.Module):
 
     ``vec(W) = Q beta`` with ``Q`` the orthonormal basis of ``rep_in >> rep_out`` (eq. 2.6); ``b = Q_b beta_b``
     with ``Q_b`` the invariant vectors of ``rep_out``. Coefficients are initialised so every weight entry has
-    variance ``1 / rep_in.size`` on average (the LeCun scale), the bias at zero.
+    variance ``1 / rep_in.size`` on average (the LeCun scale), the bias at zero. ``device``/``dtype`` as for
+    ``nn.Linear`` (default: ``torch.get_default_dtype()``).
     """
 
-    def __init__(self, rep_in: Rep, rep_out: Rep, bias: bool = True, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, rep_in: Rep, rep_out: Rep, bias: bool = True, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.rep_in = _check_rep("rep_in", rep_in)
         self.rep_out = _check_rep("rep_out", rep_out)
         hom = rep_in >> rep_out
         blocks = hom.structured_basis().parts
         stds = [math.sqrt(pos.shape[1] / max(Q.shape[1], 1) / max(rep_in.size, 1)) for pos, Q in blocks]
-        self.weight_basis = _BasisExpansion(hom, stds, dtype)
-        self.bias_basis = _BasisExpansion(rep_out, 0.0, dtype) if bias else None
+        self.weight_basis = _BasisExpansion(hom, stds, device, dtype)
+        self.bias_basis = _BasisExpansion(rep_out, 0.0, device, dtype) if bias else None
 
     @property
     def weight(self) -> torch.Tensor:
@@ -219,8 +224,8 @@ def gated(rep: Rep) -> Rep:
 class GatedNonlinearity(nn.Module):
     """Maps ``gated(rep)`` to ``rep``: ``v_a * sigmoid(s_a)`` per object, swish for scalars and permutation reps."""
 
-    def __init__(self, rep: Rep) -> None:
-        super().__init__()
+    def __init__(self, rep: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
+        super().__init__()  # dtype: accepted for uniformity; the layer has no floating parameters
         self.rep = _check_rep("rep", rep)
         gate_index = np.arange(rep.size)  # pointwise entries gate themselves (swish)
         next_gate = rep.size
@@ -230,7 +235,7 @@ class GatedNonlinearity(nn.Module):
                     gate_index[copy] = next_gate
                     next_gate += 1
         self.gated_size = next_gate
-        self.register_buffer("gate_index", torch.as_tensor(gate_index, dtype=torch.long))
+        self.register_buffer("gate_index", torch.as_tensor(gate_index, dtype=torch.long, device=device))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(f"GatedNonlinearity({self.rep!r}) (values and gates)", self, x, self.gated_size)
@@ -299,8 +304,9 @@ class BiLinear(nn.Module):
     ``W_ij = v`` is applied as ``y_i += v x_j``.
     """
 
-    def __init__(self, rep: Rep, scale: float = 0.1, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, rep: Rep, scale: float = 0.1, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
+        f = factory(device, dtype)
         self.rep = _check_rep("rep", rep)
         self.scale = float(scale)
         inputs = {}
@@ -315,15 +321,15 @@ class BiLinear(nn.Module):
             if src is None:
                 continue
             k = min(src.shape[0], b.size)
-            self.weights.append(nn.Parameter(torch.randn(b.mult, k, dtype=dtype) / math.sqrt(k)))
+            self.weights.append(nn.Parameter(on(torch.randn(b.mult, k, dtype=f["dtype"]) / math.sqrt(k), f)))
             gathers.append(torch.as_tensor(src[:k], dtype=torch.long))
             flat = torch.as_tensor(b.pos.reshape(-1), dtype=torch.long)
             rows.append(flat // n)
             cols.append(flat % n)
         for i, g in enumerate(gathers):
-            self.register_buffer(f"gather_{i}", g)
-        self.register_buffer("rows", torch.cat(rows) if rows else torch.zeros(0, dtype=torch.long))
-        self.register_buffer("cols", torch.cat(cols) if cols else torch.zeros(0, dtype=torch.long))
+            self.register_buffer(f"gather_{i}", g.to(device))
+        self.register_buffer("rows", (torch.cat(rows) if rows else torch.zeros(0, dtype=torch.long)).to(device))
+        self.register_buffer("cols", (torch.cat(cols) if cols else torch.zeros(0, dtype=torch.long)).to(device))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(f"BiLinear({self.rep!r})", self, x, self.rep.size)
@@ -344,11 +350,12 @@ class EMLPBlock(nn.Module):
     """Equivariant linear layer to ``gated(rep_out)``, a bilinear layer with a shortcut, then the gated
     nonlinearity (Figure 2.4)."""
 
-    def __init__(self, rep_in: Rep, rep_out: Rep, bilinear: bool = True, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, rep_in: Rep, rep_out: Rep, bilinear: bool = True, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        self.linear = EquivariantLinear(rep_in, gated(rep_out), dtype=dtype)
-        self.bilinear = BiLinear(gated(rep_out), dtype=dtype) if bilinear else None
-        self.nonlinearity = GatedNonlinearity(rep_out)
+        self.linear = EquivariantLinear(rep_in, gated(rep_out), device=device, dtype=dtype)
+        self.bilinear = BiLinear(gated(rep_out), device=device, dtype=dtype) if bilinear else None
+        self.nonlinearity = GatedNonlinearity(rep_out, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.linear(x)
@@ -388,14 +395,16 @@ class EMLP(nn.Module):
         ch: int | Rep | Sequence[int | Rep] = 384,
         num_layers: int = 3,
         bilinear: bool = True,
-        dtype: torch.dtype = torch.float32,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         rep_in, rep_out = model_reps(rep_in, rep_out, group)
         reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
         self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
-        self.blocks = nn.Sequential(*[EMLPBlock(a, b, bilinear=bilinear, dtype=dtype) for a, b in zip(reps, reps[1:])])
-        self.head = EquivariantLinear(reps[-1], rep_out, dtype=dtype)
+        f = {"device": device, "dtype": dtype}
+        self.blocks = nn.Sequential(*[EMLPBlock(a, b, bilinear=bilinear, **f) for a, b in zip(reps, reps[1:])])
+        self.head = EquivariantLinear(reps[-1], rep_out, **f)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(f"EMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.rep_in.size)
@@ -405,13 +414,15 @@ class EMLP(nn.Module):
 class MLP(nn.Module):
     """The unconstrained baseline: ``num_layers`` hidden layers of width ``ch`` with swish (Sec. 2.6)."""
 
-    def __init__(self, d_in: int, d_out: int, ch: int = 384, num_layers: int = 3) -> None:
+    def __init__(self, d_in: int, d_out: int, ch: int = 384, num_layers: int = 3, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
+        f = factory(device, dtype)
         dims = [d_in] + [ch] * num_layers
         layers: list[nn.Module] = []
         for a, b in zip(dims, dims[1:]):
-            layers += [nn.Linear(a, b), nn.SiLU()]
-        layers.append(nn.Linear(dims[-1], d_out))
+            layers += [nn.Linear(a, b, **f), nn.SiLU()]
+        layers.append(nn.Linear(dims[-1], d_out, **f))
         self.net = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
 from symkit.groups.base import Group
+from symkit.nn._factory import factory
 from symkit.nn.emlp import (
     BiLinear,
     EquivariantLinear,
@@ -38,13 +40,15 @@ BASIC_INIT_SCALE = 1e-3
 class RPPLinear(nn.Module):
     """``y = (A + B) x + a + b``: an equivariant linear layer (``A``, ``a``) plus a dense one (``B``, ``b``)."""
 
-    def __init__(self, rep_in: Rep, rep_out: Rep, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, rep_in: Rep, rep_out: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        self.equivariant = EquivariantLinear(rep_in, rep_out, dtype=dtype)
-        self.basic = nn.Linear(rep_in.size, rep_out.size, dtype=dtype)
+        f = factory(device, dtype)
+        self.equivariant = EquivariantLinear(rep_in, rep_out, **f)
+        basic = nn.Linear(rep_in.size, rep_out.size, dtype=f["dtype"])  # initialised on the CPU, then moved
         with torch.no_grad():
-            self.basic.weight.normal_(0.0, BASIC_INIT_SCALE / math.sqrt(max(rep_in.size, 1)))
-            self.basic.bias.zero_()
+            basic.weight.normal_(0.0, BASIC_INIT_SCALE / math.sqrt(max(rep_in.size, 1)))
+            basic.bias.zero_()
+        self.basic = basic.to(f["device"])
 
     @property
     def rep_in(self) -> Rep:
@@ -62,21 +66,22 @@ class RPPGatedNonlinearity(nn.Module):
     """The gated nonlinearity plus a non-equivariant residual ``w * swish(v)`` with a per-channel weight ``w``
     (footnote 1 of ch. 3: gates do not reduce to swish, so the flexible path gets its own pointwise term)."""
 
-    def __init__(self, rep: Rep, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, rep: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        self.gated = GatedNonlinearity(rep)
-        self.basic = nn.Parameter(torch.full((rep.size,), BASIC_INIT_SCALE, dtype=dtype))
+        f = factory(device, dtype)
+        self.gated = GatedNonlinearity(rep, device=device)
+        self.basic = nn.Parameter(torch.full((rep.size,), BASIC_INIT_SCALE, **f))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.gated(x) + self.basic * swish(x[..., : self.basic.shape[0]])
 
 
 class _RPPBlock(nn.Module):
-    def __init__(self, rep_in: Rep, rep_out: Rep, dtype: torch.dtype) -> None:
+    def __init__(self, rep_in: Rep, rep_out: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        self.linear = RPPLinear(rep_in, gated(rep_out), dtype=dtype)
-        self.bilinear = BiLinear(gated(rep_out), dtype=dtype)
-        self.nonlinearity = RPPGatedNonlinearity(rep_out, dtype=dtype)
+        self.linear = RPPLinear(rep_in, gated(rep_out), device=device, dtype=dtype)
+        self.bilinear = BiLinear(gated(rep_out), device=device, dtype=dtype)
+        self.nonlinearity = RPPGatedNonlinearity(rep_out, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.linear(x)
@@ -94,14 +99,15 @@ class RPPEMLP(nn.Module):
         group: Group,
         ch: int | Rep | Sequence[int | Rep] = 384,
         num_layers: int = 3,
-        dtype: torch.dtype = torch.float32,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         rep_in, rep_out = model_reps(rep_in, rep_out, group, who="RPPEMLP")
         reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
         self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
-        self.blocks = nn.Sequential(*[_RPPBlock(a, b, dtype) for a, b in zip(reps, reps[1:])])
-        self.head = RPPLinear(reps[-1], rep_out, dtype=dtype)
+        self.blocks = nn.Sequential(*[_RPPBlock(a, b, device, dtype) for a, b in zip(reps, reps[1:])])
+        self.head = RPPLinear(reps[-1], rep_out, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(f"RPPEMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.rep_in.size)

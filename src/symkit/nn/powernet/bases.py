@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -125,7 +126,7 @@ class PermutationBase(Base):
     """
 
     def __init__(self, perm: torch.Tensor | np.ndarray | Sequence[int], shape: tuple[int, int] | None = None,
-                 name: str = "permutation") -> None:
+                 name: str = "permutation", device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         perm = torch.as_tensor(np.asarray(perm), dtype=torch.long)
         if perm.ndim != 1 or not torch.equal(torch.sort(perm).values, torch.arange(perm.numel())):
@@ -133,8 +134,8 @@ class PermutationBase(Base):
         self.size = perm.numel()
         self.shape = shape
         self.name = name
-        self.register_buffer("perm", perm, persistent=False)
-        self.register_buffer("inv_perm", torch.argsort(perm), persistent=False)
+        self.register_buffer("perm", perm.to(device), persistent=False)  # dtype: no floating data to convert
+        self.register_buffer("inv_perm", torch.argsort(perm).to(device), persistent=False)
 
     @property
     def is_permutation(self) -> bool:
@@ -190,11 +191,14 @@ class PermutationBase(Base):
 class DenseBase(Base):
     """A dense matrix ``M`` with its inverse, applied by matrix-vector products (``O(size^2)`` per vector).
 
-    The matrices are buffers, so ``.to(dtype)`` / ``.double()`` of the owning module converts them.
+    The matrices are buffers, so ``.to(dtype)`` / ``.double()`` of the owning module converts them. A base is exact
+    data: it is stored in float64 unless ``dtype`` says otherwise (each step converts it, once and cached, to the
+    input's dtype), on ``device``.
     """
 
     def __init__(self, matrix: torch.Tensor | np.ndarray, inverse: torch.Tensor | np.ndarray | None = None,
-                 shape: tuple[int, int] | None = None, name: str = "dense") -> None:
+                 shape: tuple[int, int] | None = None, name: str = "dense", device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
         m = torch.as_tensor(np.asarray(matrix) if not isinstance(matrix, torch.Tensor) else matrix)
         if m.ndim != 2 or m.shape[0] != m.shape[1]:
@@ -213,8 +217,9 @@ class DenseBase(Base):
         self.shape = shape
         self.name = name
         # stored transposed so that a step is ``x @ MT``
-        self.register_buffer("MT", m.T.contiguous(), persistent=False)
-        self.register_buffer("MinvT", inv.T.contiguous(), persistent=False)
+        store = {"device": device, "dtype": torch.float64 if dtype is None else dtype}
+        self.register_buffer("MT", m.T.contiguous().to(**store), persistent=False)
+        self.register_buffer("MinvT", inv.T.contiguous().to(**store), persistent=False)
 
     def _matrix(self, inverse: bool, dtype: torch.dtype) -> torch.Tensor:
         """``M^T`` or ``M^-T`` in ``dtype``; a converted copy is cached while the buffer it came from is current."""
@@ -262,10 +267,12 @@ class GridShift(PermutationBase):
     """The cyclic shift ``y[a, b] = x[a + k, b]`` (axis 0) or ``y[a, b] = x[a, b + k]`` (axis 1) of a row-major
     flattened ``(h, w)`` image, applied with ``torch.roll`` on the ``(h, w)`` view (a permutation base)."""
 
-    def __init__(self, shape: tuple[int, int], axis: int, k: int = 1) -> None:
+    def __init__(self, shape: tuple[int, int], axis: int, k: int = 1, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         h, w = shape
         idx = np.arange(h * w).reshape(h, w)
-        super().__init__(np.roll(idx, -int(k), axis=axis).ravel(), (h, w), f"shift{'xy'[axis]}({h}x{w},{k})")
+        super().__init__(np.roll(idx, -int(k), axis=axis).ravel(), (h, w), f"shift{'xy'[axis]}({h}x{w},{k})",
+                         device=device)
         self.axis, self.k = axis, int(k)
 
     def step(self, x: torch.Tensor, inverse: bool = False) -> torch.Tensor:
@@ -283,9 +290,9 @@ class GridShift(PermutationBase):
 class Rot90(PermutationBase):
     """Exact rotation ``x -> np.rot90(x, k)`` of a flattened ``n x n`` image, applied with ``torch.rot90``."""
 
-    def __init__(self, n: int, k: int = 1) -> None:
+    def __init__(self, n: int, k: int = 1, device: Any = None, dtype: torch.dtype | None = None) -> None:
         idx = np.arange(n * n).reshape(n, n)
-        super().__init__(np.rot90(idx, int(k)).ravel(), (n, n), f"rot90({n},{k})")
+        super().__init__(np.rot90(idx, int(k)).ravel(), (n, n), f"rot90({n},{k})", device=device)
         self.k = int(k) % 4
 
     def step(self, x: torch.Tensor, inverse: bool = False) -> torch.Tensor:

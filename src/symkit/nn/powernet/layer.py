@@ -6,11 +6,13 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
 from symkit._checks import check_int
+from symkit.nn._factory import factory, on
 from symkit.nn.powernet.bases import Base
 
 __all__ = ["PowerLayer", "power_set"]
@@ -113,6 +115,7 @@ class PowerLayer(nn.Module):
         dtype: torch.dtype | None = None,
         normalize_terms: bool = False,
         init: str = "kaiming",
+        device: Any = None,
     ) -> None:
         super().__init__()
         base_list = [bases] if isinstance(bases, Base) else list(bases) if isinstance(bases, Sequence) else None
@@ -167,13 +170,14 @@ class PowerLayer(nn.Module):
         if not n_perm:
             self.table = None
         else:
-            idx = torch.arange(self.size, dtype=torch.float64)
+            on_bases = next(iter(base_list[0].buffers()), torch.empty(0)).device
+            idx = torch.arange(self.size, dtype=torch.float64, device=on_bases)
             cache = self._extend({(): idx}, first, nb, [(0,) * first + r for r in self._rows])
             table = torch.stack([cache[r] for r in self._rows]).round().long()
             self.register_buffer("table", table.reshape(-1), persistent=False)
             self.register_buffer("table_inv", torch.argsort(table, dim=1).reshape(-1), persistent=False)
 
-        factory = {"dtype": dtype} if dtype is not None else {}
+        f = factory(device, dtype)  # initial values are drawn on the CPU in float64, then moved
         k = len(power_list)
         fan_in = in_channels * k
         if init == "kaiming":
@@ -184,22 +188,25 @@ class PowerLayer(nn.Module):
             w = (2 * w - 1) / math.sqrt(fan_in)
         else:
             raise ValueError(f"init must be 'kaiming' or 'uniform', got {init!r}")
-        self.weight = nn.Parameter(w.to(dtype or torch.get_default_dtype()))
+        self.weight = nn.Parameter(on(w, f))
         # optional fixed per-term scale 1 / g_k, g_k the RMS gain of the term (1 for orthogonal bases)
         self.normalize_terms = bool(normalize_terms)
         scale = 1.0 / self.term_gains() if self.normalize_terms else torch.ones(k, dtype=torch.float64)
-        self.register_buffer("term_scale", scale.to(self.weight.dtype), persistent=False)
+        self.register_buffer("term_scale", scale.to(device=self.weight.device, dtype=self.weight.dtype),
+                             persistent=False)
         self.bias_mode = bias
         if bias == "channel":
             b = torch.zeros(out_channels, dtype=torch.float64)
             if init == "uniform":
                 b = (2 * torch.rand(out_channels, generator=generator, dtype=torch.float64) - 1) / math.sqrt(fan_in)
-            self.bias = nn.Parameter(b.to(dtype or torch.get_default_dtype()))
+            self.bias = nn.Parameter(on(b, f))
         elif bias == "full":
-            self.bias = nn.Parameter(torch.zeros(out_channels, self.size, **factory))
+            self.bias = nn.Parameter(torch.zeros(out_channels, self.size, **f))
         else:
             self.register_parameter("bias", None)
         self.activation = activation
+        if device is not None:  # index buffers and the bases follow the parameters
+            self.to(device)
 
     @property
     def num_terms(self) -> int:
@@ -220,6 +227,7 @@ class PowerLayer(nn.Module):
         if self._first_stepped == 0:
             return torch.ones(self.num_terms, dtype=torch.float64)
         z = torch.randn(probes, self.size, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        z = z.to(next(iter(self.bases[0].buffers()), z).device)  # drawn on the CPU, applied where the bases are
         t = self._terms_generic(z)
         g = (t.pow(2).sum(dim=(0, 2)) / z.pow(2).sum()).sqrt()
         return torch.where((g - 1).abs() < 1e-9, torch.ones_like(g), g)  # orthogonal terms: exactly 1

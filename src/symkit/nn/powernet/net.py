@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
 from symkit._checks import check_int
+from symkit.nn._factory import factory
 from symkit.nn.powernet.bases import Base, make_base
 from symkit.nn.powernet.layer import PowerLayer
 
@@ -16,13 +18,13 @@ __all__ = ["ConvNet", "PowerBlock", "PowerNet"]
 BaseFactory = Callable[[tuple[int, int]], Sequence[Base]]
 
 
-def _norm(kind: str | None, channels: int) -> nn.Module:
+def _norm(kind: str | None, channels: int, **f: Any) -> nn.Module:
     """Batch norm (per channel over batch and pixels) or layer norm (per sample, ``GroupNorm(1, c)``, per-channel
     affine). Both commute with every pixel permutation, so they keep permutation-based layers exactly equivariant."""
     if kind == "batch":
-        return nn.BatchNorm1d(channels)
+        return nn.BatchNorm1d(channels, **f)
     if kind == "layer":
-        return nn.GroupNorm(1, channels)
+        return nn.GroupNorm(1, channels, **f)
     if kind is None:
         return nn.Identity()
     raise ValueError(f"norm must be 'batch', 'layer' or None, got {kind!r}")
@@ -62,17 +64,20 @@ class PowerBlock(nn.Module):
         generator: torch.Generator | None = None,
         normalize_terms: bool = False,
         init: str = "kaiming",
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        f = factory(device, dtype)
         check_int("num_layers", num_layers, 1)
         bases = [bases] if isinstance(bases, Base) else list(bases)
         self.act = _act(nn.LeakyReLU(0.2) if nonlinearity is None else nonlinearity)
         chans = [in_channels] + [out_channels] * num_layers
         kw = dict(powers=powers, dilation=dilation, combine=combine, bias=bias, generator=generator,
-                  normalize_terms=normalize_terms, init=init)
+                  normalize_terms=normalize_terms, init=init, **f)
         self.layers = nn.ModuleList(PowerLayer(bases, chans[i], chans[i + 1], kernel_size, **kw)
                                     for i in range(num_layers))
-        self.norms = nn.ModuleList(_norm(norm, out_channels) for _ in range(num_layers))
+        self.norms = nn.ModuleList(_norm(norm, out_channels, **f) for _ in range(num_layers))
         self.rho = float(rho)
         if self.rho == 0.0:
             self.skip = None
@@ -80,7 +85,7 @@ class PowerBlock(nn.Module):
             self.skip = nn.Identity()
         else:
             self.skip = PowerLayer(bases, in_channels, out_channels, powers=[(0,) * len(bases)], bias=None,
-                                   generator=generator)
+                                   generator=generator, **f)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         trailing = x.shape[2:]
@@ -106,13 +111,13 @@ def _pool(kind: str | None) -> nn.Module | None:
 
 
 class _Head(nn.Module):
-    def __init__(self, kind: str, channels: int, shape: tuple[int, int], out_features: int) -> None:
+    def __init__(self, kind: str, channels: int, shape: tuple[int, int], out_features: int, **f: Any) -> None:
         super().__init__()
         if kind not in ("flatten", "mean"):
             raise ValueError(f"head must be 'flatten' or 'mean', got {kind!r}")
         self.kind = kind
         n_in = channels * shape[0] * shape[1] if kind == "flatten" else channels
-        self.linear = nn.Linear(n_in, out_features)
+        self.linear = nn.Linear(n_in, out_features, **f)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         h = h.flatten(1) if self.kind == "flatten" else h.flatten(2).mean(-1)
@@ -159,11 +164,14 @@ class PowerNet(nn.Module):
         generator: torch.Generator | None = None,
         normalize_terms: bool = True,
         init: str = "kaiming",
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        f = factory(device, dtype)
         c, h, w = _check_in_shape(in_shape)
         if callable(bases):
-            factory = bases
+            make_bases = bases
         else:
             names = [bases] if isinstance(bases, str) else list(bases)
             steps = dict(steps or {})
@@ -171,20 +179,21 @@ class PowerNet(nn.Module):
             if unknown:
                 raise ValueError(f"steps given for bases {sorted(unknown)} that are not in bases={names}")
 
-            def factory(shape: tuple[int, int]) -> list[Base]:
+            def make_bases(shape: tuple[int, int]) -> list[Base]:
                 return [make_base(name, shape, steps.get(name)) for name in names]
 
         if not channels:
             raise ValueError("channels must list at least one block width")
-        self.factory = factory
+        self.factory = make_bases
         blocks: list[nn.Module] = []
         self.shapes: list[tuple[int, int]] = []
         for i, width in enumerate(channels):
             self.shapes.append((h, w))
             blocks.append(
-                PowerBlock(list(factory((h, w))), c, width, num_layers, kernel_size, powers=powers, dilation=dilation,
-                           combine=combine, rho=rho, nonlinearity=nonlinearity, norm=norm, bias=bias,
-                           generator=generator, normalize_terms=normalize_terms, init=init)
+                PowerBlock([b.to(device=device, dtype=dtype) for b in make_bases((h, w))], c, width, num_layers,
+                           kernel_size,
+                           powers=powers, dilation=dilation, combine=combine, rho=rho, nonlinearity=nonlinearity,
+                           norm=norm, bias=bias, generator=generator, normalize_terms=normalize_terms, init=init, **f)
             )
             c = width
             p = _pool(pool)
@@ -194,7 +203,7 @@ class PowerNet(nn.Module):
                 blocks.append(p)
                 h, w = h // 2, w // 2
         self.blocks = nn.Sequential(*blocks)
-        self.head = _Head(head, c, (h, w), out_features)
+        self.head = _Head(head, c, (h, w), out_features, **f)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """The final feature maps ``(N, c, h', w')`` before the head."""
@@ -206,22 +215,22 @@ class PowerNet(nn.Module):
 
 class _ConvBlock(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, num_layers: int, kernel_size: int, rho: float,
-                 norm: str | None, padding_mode: str) -> None:
+                 norm: str | None, padding_mode: str, **f: Any) -> None:
         super().__init__()
         chans = [in_channels] + [out_channels] * num_layers
         self.layers = nn.ModuleList(
-            nn.Conv2d(chans[i], chans[i + 1], kernel_size, padding=kernel_size // 2, padding_mode=padding_mode)
+            nn.Conv2d(chans[i], chans[i + 1], kernel_size, padding=kernel_size // 2, padding_mode=padding_mode, **f)
             for i in range(num_layers)
         )
-        norms = {"batch": lambda: nn.BatchNorm2d(out_channels), "layer": lambda: nn.GroupNorm(1, out_channels),
-                 None: nn.Identity}
+        norms = {"batch": lambda: nn.BatchNorm2d(out_channels, **f),
+                 "layer": lambda: nn.GroupNorm(1, out_channels, **f), None: nn.Identity}
         if norm not in norms:
             raise ValueError(f"norm must be 'batch', 'layer' or None, got {norm!r}")
         self.norms = nn.ModuleList(norms[norm]() for _ in range(num_layers))
         self.act = nn.LeakyReLU(0.2)
         self.rho = float(rho)
         self.skip = (None if self.rho == 0 else nn.Identity() if in_channels == out_channels
-                     else nn.Conv2d(in_channels, out_channels, 1, bias=False))
+                     else nn.Conv2d(in_channels, out_channels, 1, bias=False, **f))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x
@@ -251,21 +260,24 @@ class ConvNet(nn.Module):
         pool: str | None = "max",
         head: str = "flatten",
         padding_mode: str = "zeros",
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
+        f = factory(device, dtype)
         c, h, w = _check_in_shape(in_shape)
         if not channels:
             raise ValueError("channels must list at least one block width")
         blocks: list[nn.Module] = []
         for i, width in enumerate(channels):
-            blocks.append(_ConvBlock(c, width, num_layers, kernel_size, rho, norm, padding_mode))
+            blocks.append(_ConvBlock(c, width, num_layers, kernel_size, rho, norm, padding_mode, **f))
             c = width
             p = _pool(pool)
             if p is not None and i < len(channels) - 1:
                 blocks.append(p)
                 h, w = h // 2, w // 2
         self.blocks = nn.Sequential(*blocks)
-        self.head = _Head(head, c, (h, w), out_features)
+        self.head = _Head(head, c, (h, w), out_features, **f)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.blocks(x))

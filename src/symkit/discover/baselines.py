@@ -8,8 +8,12 @@ Cost grows linearly with ``n_samples`` (memory and time), which is what Table A1
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
+
+from symkit.nn._factory import place
 
 __all__ = ["gumbel_sinkhorn", "AugerinoPermutation"]
 
@@ -58,6 +62,8 @@ class AugerinoPermutation(nn.Module):
         tau: float = 0.1,
         sinkhorn_iters: int = 20,
         entropy_weight: float = 1e-2,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         for attr in ("features", "head"):
@@ -67,6 +73,7 @@ class AugerinoPermutation(nn.Module):
         self.tau, self.sinkhorn_iters, self.entropy_weight = tau, sinkhorn_iters, entropy_weight
         self.perm_logits = nn.Parameter(torch.zeros(length, length))
         self.generator: torch.Generator | None = None
+        place(self, device, dtype)
 
     def regularizer(self) -> torch.Tensor:
         p = torch.softmax(self.perm_logits, -1)

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from symkit.nn._factory import place
+
 __all__ = [
     "soft_projector",
     "column_normalize",
@@ -130,6 +132,7 @@ class SoftAssignment(nn.Module):
         mode: str = "softmax",
         generator: torch.Generator | None = None,
         dtype: torch.dtype | None = None,
+        device: Any = None,
     ) -> None:
         super().__init__()
         if not isinstance(k, int) or k < 1:
@@ -155,6 +158,7 @@ class SoftAssignment(nn.Module):
         if mode == "projected":
             S = torch.softmax(S / self.temperature, dim=1)
         self.logits = nn.Parameter(S)
+        place(self, device, dtype)
 
     def _logits_from_partition(self, partition: Any, dtype: torch.dtype) -> torch.Tensor:
         A = _labels_to_assignment(partition, n_columns=self.c)
@@ -202,6 +206,8 @@ class SharedParameter(nn.Module):
         scale: float = 0.1,
         psi_std: float | None = None,
         generator: torch.Generator | None = None,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         self.shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
@@ -209,6 +215,7 @@ class SharedParameter(nn.Module):
         self.structure = SoftAssignment(k, c, init=init, scale=scale, generator=generator)
         std = (1.0 / np.sqrt(max(self.shape[-1], 1))) if psi_std is None else psi_std
         self.psi = nn.Parameter(torch.randn(self.structure.c, generator=generator) * std)
+        place(self, device, dtype)
 
     def forward(self) -> torch.Tensor:
         return (self.structure() @ self.psi).reshape(self.shape)
@@ -225,11 +232,14 @@ class SharedLinear(nn.Module):
         c: int | None = None,
         init: Any = "normal",
         generator: torch.Generator | None = None,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.weight = SharedParameter((out_features, in_features), c=c, init=init, generator=generator)
         self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
+        place(self, device, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.in_features:
@@ -255,6 +265,8 @@ class BlockSharedLinear(nn.Module):
         init: Any = "uniform",
         scale: float = 0.1,
         generator: torch.Generator | None = None,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         self.length, self.in_features, self.out_features = length, in_features, out_features
@@ -272,6 +284,7 @@ class BlockSharedLinear(nn.Module):
             if A.shape[0] != length:
                 raise ValueError(f"BlockSharedLinear: sharing covers {A.shape[0]} positions, expected {length}")
             self.register_buffer("fixed_A", torch.as_tensor(A, dtype=self.weight.dtype))
+        place(self, device, dtype)
 
     def assignment(self) -> torch.Tensor | None:
         """The current L x L assignment matrix (None for independent blocks)."""
@@ -304,7 +317,8 @@ class HardSharedLinear(nn.Module):
     pair ``(pi_M, pi_N)`` whose orbits the partition respects (Eq. 3), with ``n_clusters`` free parameters.
     """
 
-    def __init__(self, labels: Any, out_features: int, in_features: int, bias: bool = False) -> None:
+    def __init__(self, labels: Any, out_features: int, in_features: int, bias: bool = False,
+    device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         lab = _canonical(labels)
         if lab.size != out_features * in_features:
@@ -316,6 +330,7 @@ class HardSharedLinear(nn.Module):
         n = int(lab.max()) + 1
         self.psi = nn.Parameter(torch.randn(n) / np.sqrt(in_features))
         self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
+        place(self, device, dtype)
 
     @property
     def weight(self) -> torch.Tensor:
@@ -345,6 +360,8 @@ class SumOfNumbersNet(nn.Module):
         init: Any = "uniform",
         scale: float = 0.1,
         generator: torch.Generator | None = None,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         self.length, self.vocab = length, vocab
@@ -360,6 +377,7 @@ class SumOfNumbersNet(nn.Module):
                 bound = 1.0 / np.sqrt(hidden)
                 self.out.weight.copy_((torch.rand(1, hidden, generator=generator) * 2 - 1) * bound)
                 self.out.bias.copy_((torch.rand(1, generator=generator) * 2 - 1) * bound)
+        place(self, device, dtype)
 
     def features(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.ndim != 2 or tokens.shape[1] != self.length:

@@ -9,9 +9,12 @@ Every operation that can break equivariance lives in its own module (no function
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from symkit.nn._factory import place
 
 
 def _check_positive(**kwargs: int) -> None:
@@ -44,10 +47,12 @@ class ClassToken(nn.Module):
 class PatchEmbed(nn.Module):
     """Strided ``patch x patch`` convolution, (B, C_in, H, W) -> tokens (B, (H/p)(W/p), dim)."""
 
-    def __init__(self, in_channels: int, dim: int, patch: int) -> None:
+    def __init__(self, in_channels: int, dim: int, patch: int,
+    device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         _check_positive(in_channels=in_channels, dim=dim, patch=patch)
         self.proj = nn.Conv2d(in_channels, dim, kernel_size=patch, stride=patch)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.proj(x).flatten(2).transpose(1, 2)
@@ -56,7 +61,8 @@ class PatchEmbed(nn.Module):
 class SmallCNN(nn.Module):
     """conv3x3-BN-ReLU blocks, stride-2 max pooling between stages, global average pooling and a linear head."""
 
-    def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 16, stages: int = 2) -> None:
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 16, stages: int = 2,
+    device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         _check_positive(in_channels=in_channels, num_classes=num_classes, width=width, stages=stages)
         layers: list[nn.Module] = []
@@ -71,6 +77,7 @@ class SmallCNN(nn.Module):
         self.features = nn.Sequential(*layers)
         self.pool = GlobalAvgPool()
         self.head = nn.Linear(c_in, num_classes)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(self.pool(self.features(x)))
@@ -79,11 +86,12 @@ class SmallCNN(nn.Module):
 class TokenMixing(nn.Module):
     """MLP across tokens (per channel), on (B, N, C) tokens."""
 
-    def __init__(self, num_tokens: int, hidden: int) -> None:
+    def __init__(self, num_tokens: int, hidden: int, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.fc1 = nn.Linear(num_tokens, hidden)
         self.act = nn.GELU()
         self.fc2 = nn.Linear(hidden, num_tokens)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.act(self.fc1(x.transpose(1, 2)))).transpose(1, 2)
@@ -92,11 +100,12 @@ class TokenMixing(nn.Module):
 class ChannelMLP(nn.Module):
     """Token-wise MLP ``Linear-GELU-Linear``."""
 
-    def __init__(self, dim: int, hidden: int) -> None:
+    def __init__(self, dim: int, hidden: int, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden)
         self.act = nn.GELU()
         self.fc2 = nn.Linear(hidden, dim)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.act(self.fc1(x)))
@@ -105,12 +114,14 @@ class ChannelMLP(nn.Module):
 class MixerBlock(nn.Module):
     """``x + TokenMixing(LN(x))``, then ``x + ChannelMLP(LN(x))``."""
 
-    def __init__(self, num_tokens: int, dim: int, token_hidden: int, channel_hidden: int) -> None:
+    def __init__(self, num_tokens: int, dim: int, token_hidden: int, channel_hidden: int,
+    device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
         self.tokens = TokenMixing(num_tokens, token_hidden)
         self.norm2 = nn.LayerNorm(dim)
         self.channels = ChannelMLP(dim, channel_hidden)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.tokens(self.norm1(x))
@@ -130,6 +141,8 @@ class MLPMixer(nn.Module):
         depth: int = 4,
         token_hidden: int | None = None,
         channel_hidden: int | None = None,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         _check_positive(in_channels=in_channels, num_classes=num_classes, image_size=image_size, patch=patch)
@@ -143,6 +156,7 @@ class MLPMixer(nn.Module):
         self.norm = nn.LayerNorm(dim)
         self.pool = TokenMean()
         self.head = nn.Linear(dim, num_classes)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(self.pool(self.norm(self.blocks(self.embed(x)))))
@@ -151,13 +165,14 @@ class MLPMixer(nn.Module):
 class Attention(nn.Module):
     """Multi-head self-attention on (B, N, C) tokens (written out, so forward-mode AD works)."""
 
-    def __init__(self, dim: int, heads: int = 4) -> None:
+    def __init__(self, dim: int, heads: int = 4, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         if dim % heads:
             raise ValueError(f"dim {dim} must be divisible by heads {heads}")
         self.heads = heads
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         B, N, C = x.shape
@@ -169,12 +184,13 @@ class Attention(nn.Module):
 class ViTBlock(nn.Module):
     """Pre-norm transformer block: ``x + Attention(LN(x))``, then ``x + MLP(LN(x))``."""
 
-    def __init__(self, dim: int, heads: int, hidden: int) -> None:
+    def __init__(self, dim: int, heads: int, hidden: int, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim)
         self.attn = Attention(dim, heads)
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = ChannelMLP(dim, hidden)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.attn(self.norm1(x))
@@ -184,10 +200,11 @@ class ViTBlock(nn.Module):
 class AddClassToken(nn.Module):
     """Prepend a learned class token and add learned position embeddings, (B, N, C) -> (B, N + 1, C)."""
 
-    def __init__(self, num_tokens: int, dim: int) -> None:
+    def __init__(self, num_tokens: int, dim: int, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.cls = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos = nn.Parameter(0.02 * torch.randn(1, num_tokens + 1, dim))
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
@@ -207,6 +224,8 @@ class ViT(nn.Module):
         depth: int = 4,
         heads: int = 4,
         mlp_ratio: int = 2,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         _check_positive(in_channels=in_channels, num_classes=num_classes, image_size=image_size, patch=patch)
@@ -219,6 +238,7 @@ class ViT(nn.Module):
         self.norm = nn.LayerNorm(dim)
         self.readout = ClassToken()
         self.head = nn.Linear(dim, num_classes)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(self.readout(self.norm(self.blocks(self.tokens(self.embed(x))))))
@@ -230,7 +250,8 @@ class BasicBlock(nn.Module):
     The final ReLU is the same module as the first one (called twice), as in the common implementation.
     """
 
-    def __init__(self, c_in: int, c_out: int, stride: int = 1) -> None:
+    def __init__(self, c_in: int, c_out: int, stride: int = 1,
+    device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(c_out)
@@ -240,6 +261,7 @@ class BasicBlock(nn.Module):
         self.downsample: nn.Module | None = None
         if stride != 1 or c_in != c_out:
             self.downsample = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False), nn.BatchNorm2d(c_out))
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         identity = x if self.downsample is None else self.downsample(x)
@@ -256,7 +278,8 @@ class ResNet18(nn.Module):
     ``stem="imagenet"``: 7x7/2 convolution and 3x3/2 max pool (He et al. 2016). ``stem="cifar"``: one 3x3/1
     convolution and no pooling, the variant used for 32x32 inputs (and by the LEE measurements of thesis ch. 4)."""
 
-    def __init__(self, in_channels: int = 3, num_classes: int = 1000, width: int = 64, stem: str = "imagenet") -> None:
+    def __init__(self, in_channels: int = 3, num_classes: int = 1000, width: int = 64, stem: str = "imagenet",
+    device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         _check_positive(in_channels=in_channels, num_classes=num_classes, width=width)
         if stem not in ("imagenet", "cifar"):
@@ -280,6 +303,7 @@ class ResNet18(nn.Module):
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
         self.pool = GlobalAvgPool()
         self.fc = nn.Linear(c_in, num_classes)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from symkit.nn._factory import place
 from symkit.nn.relaxed.layers import (
     EquivConv2d,
     FactoredFC2d,
@@ -102,7 +104,8 @@ class RelaxedCNN(nn.Module):
 
     def __init__(self, in_channels: int, num_classes: int, alpha: int = 10, size: int = 32,
                  layer_type: str = "conv", combine: str = "mean", seed: int | None = 0,
-                 sparse_kwargs: dict | None = None, spec: Sequence[tuple[int, int, int]] | None = None) -> None:
+                 sparse_kwargs: dict | None = None, spec: Sequence[tuple[int, int, int]] | None = None,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         if layer_type not in LAYER_TYPES:
             raise ValueError(f"layer_type must be one of {LAYER_TYPES}, got {layer_type!r}")
@@ -134,6 +137,7 @@ class RelaxedCNN(nn.Module):
                     bound = 1.0 / math.sqrt(lin.in_features)
                     lin.weight.uniform_(-bound, bound, generator=gen)
                     lin.bias.zero_()
+        place(self, device, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 4 or x.shape[1] != self.in_channels or tuple(x.shape[2:]) != (self.size, self.size):

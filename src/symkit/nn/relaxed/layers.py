@@ -17,12 +17,14 @@ Kronecker factors need (App. C). ``symmetry`` tags the path ("fc", "conv" or "gc
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from symkit._checks import check_int
+from symkit.nn._factory import place
 from symkit.nn.relaxed.record import record_site
 
 
@@ -88,7 +90,8 @@ class EquivConv2d(_Path):
     symmetry = "conv"
 
     def __init__(self, in_channels: int, out_channels: int, size: int, stride: int = 1, kernel_size: int = 3,
-                 bias: bool = True, generator: torch.Generator | None = None) -> None:
+                 bias: bool = True, generator: torch.Generator | None = None,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__(in_channels, out_channels, size, stride)
         self.kernel_size = check_int("kernel_size", kernel_size, 1)
         if kernel_size % 2 == 0:
@@ -99,6 +102,7 @@ class EquivConv2d(_Path):
             bound = math.sqrt(6.0 / (in_channels * kernel_size**2))  # Kaiming uniform, ReLU gain
             with torch.no_grad():
                 self.weight.uniform_(-bound, bound, generator=generator)
+        place(self, device, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(self, x, self.in_channels, None)
@@ -114,7 +118,8 @@ class SpatialFC2d(_Path):
     symmetry = "fc"
 
     def __init__(self, in_channels: int, out_channels: int, size: int, stride: int = 1, bias: bool = True,
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__(in_channels, out_channels, size, stride)
         d_in = in_channels * size * size
         d_out = out_channels * self.out_size**2
@@ -124,6 +129,7 @@ class SpatialFC2d(_Path):
             bound = 1.0 / math.sqrt(d_in)
             with torch.no_grad():
                 self.weight.uniform_(-bound, bound, generator=generator)
+        place(self, device, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(self, x, self.in_channels, self.size)
@@ -144,7 +150,8 @@ class FactoredFC2d(_Path):
     symmetry = "fc"
 
     def __init__(self, in_channels: int, out_channels: int, size: int, stride: int = 1, bias: bool = True,
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__(in_channels, out_channels, size, stride)
         hw, ohw = size * size, self.out_size**2
         self.theta2 = nn.Parameter(torch.empty(out_channels, in_channels, hw))
@@ -156,6 +163,7 @@ class FactoredFC2d(_Path):
                 b2, b1 = math.sqrt(3.0 / hw), math.sqrt(3.0 / in_channels)
                 self.theta2.uniform_(-b2, b2, generator=generator)
                 self.theta1.uniform_(-b1, b1, generator=generator)
+        place(self, device, dtype)
 
     def dense_weight(self) -> torch.Tensor:
         """The equivalent dense FC weight ``(C'H'W', CHW)``: rank 1 for every channel pair (c', c)."""
@@ -201,7 +209,8 @@ class AnchorBasis(nn.Module):
 
     def __init__(self, n: int, factor: float = 0.5, omega: float = 1.0, learn_omega: bool = False,
                  noise: float = 0.01, scale: float = 1.0, plain: bool = False,
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.n = check_int("n", n, 1)
         self.m = n_anchors(n * n, factor)
@@ -211,13 +220,15 @@ class AnchorBasis(nn.Module):
             z = grid.clone()
         else:
             z = lo + (hi - lo) * torch.rand(self.m, 2, generator=generator, dtype=torch.float64)
-        self.register_buffer("grid", grid.float())
-        self.register_buffer("anchors", z.float())
+        default = torch.get_default_dtype()  # anchors drawn in float64, stored in the default dtype
+        self.register_buffer("grid", grid.to(default))
+        self.register_buffer("anchors", z.to(default))
         log_omega = torch.tensor(math.log(omega))
         self.log_omega = nn.Parameter(log_omega) if learn_omega else None
         if not learn_omega:
             self.register_buffer("log_omega_fixed", log_omega)
         self.noise, self.scale, self.plain = float(noise), float(scale), bool(plain)
+        place(self, device, dtype)
 
     @property
     def omega(self) -> torch.Tensor:
@@ -252,7 +263,8 @@ class SparseConv2d(_Path):
 
     def __init__(self, in_channels: int, out_channels: int, size: int, stride: int = 1, kernel_size: int = 3,
                  factor: float = 0.5, omega: float = 1.0, learn_omega: bool = False, bias: bool = True,
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__(in_channels, out_channels, size, stride)
         self.kernel_size = check_int("kernel_size", kernel_size, 1)
         if kernel_size % 2 == 0:
@@ -265,6 +277,7 @@ class SparseConv2d(_Path):
             dense = torch.empty(out_channels, in_channels, kernel_size**2).uniform_(-bound, bound, generator=generator)
             with torch.no_grad():
                 self.u.copy_(_fit_anchor_values(dense, self.basis()))
+        place(self, device, dtype)
 
     def filter(self) -> torch.Tensor:
         """The induced filter ``(C', C, k, k)``."""
@@ -298,7 +311,8 @@ class SparseFC2d(_Path):
 
     def __init__(self, in_channels: int, out_channels: int, size: int, stride: int = 1, factor: float = 0.5,
                  omega: float = 1.0, learn_omega: bool = False, bias: bool = True,
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__(in_channels, out_channels, size, stride)
         self.basis2 = AnchorBasis(size, factor, omega, learn_omega, generator=generator)
         self.basis1 = AnchorBasis(self.out_size, factor, omega, learn_omega, generator=generator)
@@ -313,6 +327,7 @@ class SparseFC2d(_Path):
             with torch.no_grad():
                 self.u2.copy_(_fit_anchor_values(d2, self.basis2()))
                 self.u1.copy_(_fit_anchor_values(d1, self.basis1()).permute(2, 0, 1))
+        place(self, device, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(self, x, self.in_channels, self.size)
@@ -355,9 +370,11 @@ class P4PointwiseConv2d(_Path):
     symmetry = "gconv"
 
     def __init__(self, in_channels: int, out_channels: int, size: int, stride: int = 1, kernel_size: int = 3,
-                 bias: bool = True, generator: torch.Generator | None = None) -> None:
+                 bias: bool = True, generator: torch.Generator | None = None,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__(in_channels, out_channels, size, stride)
         self.conv = EquivConv2d(in_channels, out_channels, size, stride, kernel_size, bias, generator)
+        place(self, device, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(self, x, 4 * self.in_channels, None)

@@ -13,9 +13,11 @@ from symkit.nn.emlp import (
     swish,
     uniform_rep,
 )
+from symkit.nn.export import export
 from symkit.nn.rpp import RPPEMLP, RPPGatedNonlinearity, RPPLinear, equivariant_fraction, rpp_penalty
 
 __all__ = [
-    "EMLP", "MLP", "BiLinear", "EMLPBlock", "EquivariantLinear", "GatedNonlinearity", "gate_count", "gated", "swish",
+    "EMLP", "MLP", "BiLinear", "export", "EMLPBlock", "EquivariantLinear", "GatedNonlinearity", "gate_count", "gated",
+    "swish",
     "uniform_rep", "RPPEMLP", "RPPGatedNonlinearity", "RPPLinear", "equivariant_fraction", "rpp_penalty",
 ]

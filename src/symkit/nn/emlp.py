@@ -169,6 +169,10 @@ class EquivariantLinear(nn.Module):
     with ``Q_b`` the invariant vectors of ``rep_out``. Coefficients are initialised so every weight entry has
     variance ``1 / rep_in.size`` on average (the LeCun scale), the bias at zero. ``device``/``dtype`` as for
     ``nn.Linear`` (default: ``torch.get_default_dtype()``).
+
+    In ``eval()`` mode without gradients (``torch.no_grad()``, ``inference_mode``) the assembled ``W`` and ``b`` are
+    cached and rebuilt only when a parameter changes (its version counter or storage), so inference costs one
+    matmul. :meth:`to_linear` gives the equivalent ``nn.Linear``.
     """
 
     def __init__(self, rep_in: Rep, rep_out: Rep, bias: bool = True, device: Any = None,
@@ -187,14 +191,36 @@ class EquivariantLinear(nn.Module):
         """The equivariant weight matrix, shape ``(rep_out.size, rep_in.size)``."""
         return self.weight_basis().reshape(self.rep_out.size, self.rep_in.size)
 
+    def _assembled(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(W, b)``: built every call while training or recording gradients, cached otherwise."""
+        if self.training or torch.is_grad_enabled():
+            return self.weight, self.bias
+        key = tuple((p._version, p.data_ptr(), p.device, p.dtype) for p in self.parameters())
+        cache = self.__dict__.get("_eval_cache")
+        if cache is None or cache[0] != key:
+            cache = (key, self.weight, self.bias)
+            self.__dict__["_eval_cache"] = cache
+        return cache[1], cache[2]
+
+    def to_linear(self) -> nn.Linear:
+        """An ``nn.Linear`` with this layer's current ``W`` and ``b`` (same device and dtype)."""
+        W, b = self.weight.detach(), self.bias
+        lin = nn.Linear(self.rep_in.size, self.rep_out.size, bias=b is not None, device=W.device, dtype=W.dtype)
+        with torch.no_grad():
+            lin.weight.copy_(W)
+            if b is not None:
+                lin.bias.copy_(b.detach())
+        return lin
+
     @property
     def bias(self) -> torch.Tensor | None:
         return None if self.bias_basis is None else self.bias_basis()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(f"EquivariantLinear (rep_in {self.rep_in!r})", self, x, self.rep_in.size)
-        y = x @ self.weight.T
-        return y if self.bias_basis is None else y + self.bias
+        W, b = self._assembled()
+        y = x @ W.T
+        return y if b is None else y + b
 
     def extra_repr(self) -> str:
         n = sum(p.numel() for p in self.parameters())

@@ -1,0 +1,69 @@
+"""Inference: EquivariantLinear caches its assembled weight in eval mode, and a model exports to a standalone
+program that runs with symkit not installed."""
+
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+from symkit.groups import SO
+from symkit.nn import EMLP, EquivariantLinear, export
+from symkit.reps import Scalar, V
+
+
+def _model():
+    torch.manual_seed(0)
+    G = SO(3)
+    return EMLP(2 * V(G), Scalar, G, ch=24, num_layers=2, dtype=torch.float64)
+
+
+def test_eval_caches_the_weight_until_a_parameter_changes():
+    G = SO(3)
+    layer = EquivariantLinear(V(G) + Scalar, V(G), dtype=torch.float64).eval()
+    x = torch.randn(4, 4, dtype=torch.float64)
+    with torch.no_grad():
+        y1 = layer(x)
+        cached = layer.__dict__["_eval_cache"][1]
+        assert layer(x) is not None and layer.__dict__["_eval_cache"][1] is cached  # reused, not rebuilt
+        for p in layer.parameters():
+            p.add_(0.5)  # an in-place change bumps the version counter: the cache must not be used
+        y2 = layer(x)
+    assert layer.__dict__["_eval_cache"][1] is not cached
+    layer.train()
+    torch.testing.assert_close(y2, layer(x).detach(), rtol=0, atol=1e-12)
+    assert not torch.allclose(y1, y2)
+
+
+def test_eval_mode_with_gradients_still_trains_the_coefficients():
+    model = _model().eval()
+    model(torch.randn(3, 6, dtype=torch.float64)).sum().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def test_to_linear_is_the_same_map():
+    G = SO(3)
+    layer = EquivariantLinear(2 * V(G), V(G) + Scalar, dtype=torch.float64)
+    x = torch.randn(5, 6, dtype=torch.float64)
+    torch.testing.assert_close(layer.to_linear()(x), layer(x), rtol=0, atol=1e-14)
+
+
+def test_an_exported_model_runs_without_symkit(tmp_path):
+    model = _model()
+    x = torch.randn(7, 6, dtype=torch.float64)
+    export(model, x[:3], tmp_path / "emlp.pt2")  # exported with batch 3, run with batch 7
+    with torch.no_grad():
+        expected = model(x)
+    torch.save({"x": x, "y": expected}, tmp_path / "io.pt")
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules["symkit"] = None  # symkit cannot be imported in this process
+        import torch
+        program = torch.export.load({str(tmp_path / "emlp.pt2")!r})
+        io = torch.load({str(tmp_path / "io.pt")!r})
+        err = (program.module()(io["x"]) - io["y"]).abs().max().item()
+        print(err)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) < 1e-12

@@ -27,15 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
-from scipy import stats
 
 from symkit._checks import check_int
 from symkit.datasets.rotated_digits import augmented_digits, centred_digits, split_indices
 from symkit.experiments.registry import Experiment, PaperValue, register
 from symkit.nn.powernet import ConvNet, PowerNet
+from symkit.stats import interval, mean_and_error
 from symkit.train import Trainer, predict
 
 
@@ -150,11 +149,8 @@ def run(config: ClassifyConfig) -> dict:
 
 def _t_interval(values: Sequence[float]) -> tuple[float, float, float]:
     """Mean, standard error and the half-width of the 95% t-interval of ``values`` (nan beyond the mean for n < 2)."""
-    mean = float(np.mean(values))
-    if len(values) < 2:
-        return mean, math.nan, math.nan
-    se = float(stats.sem(values))
-    return mean, se, float(stats.t.ppf(0.975, len(values) - 1)) * se
+    mean, se = mean_and_error(values)
+    return mean, se, interval(values, 0.95, "t")
 
 
 def _with_interval(mean: float, se: float, half: float) -> str:

@@ -18,6 +18,7 @@ from symkit.datasets.sharing import gaussian_shared_means
 from symkit.discover.bilevel import brute_force_search, relaxed_closed_form
 from symkit.discover.theory import cluster_average
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
+from symkit.stats import interval
 
 PENALTIES = {"none": (0.0, 0.0), "entropy": (1e-2, 0.0), "both": (1e-2, 1e-2)}
 
@@ -41,8 +42,7 @@ class GaussianSharingConfig:
 
 def _mean_ci(x: np.ndarray) -> tuple[float, float]:
     x = np.asarray(x, dtype=np.float64)
-    half = 1.96 * x.std(ddof=1) / np.sqrt(x.size) if x.size > 1 else float("nan")
-    return float(x.mean()), float(half)
+    return float(x.mean()), interval(x, 0.95, "normal")  # the paper's 1.96 sd / sqrt(n)
 
 
 def run(cfg: GaussianSharingConfig) -> dict:

@@ -27,6 +27,7 @@ from torch import Tensor
 from symkit._checks import check_int
 from symkit.actions.flows import ImageFlow, get_transform, pixels_per_unit, translate_pixels
 from symkit.measure.lie import OutputSpec, _output_action, with_scores
+from symkit.stats import standard_error
 
 
 @dataclass
@@ -43,9 +44,7 @@ class SampleResult:
 
 def _summary(per: Tensor) -> SampleResult:
     per = per.detach()
-    n = per.shape[0]
-    stderr = float(per.std(unbiased=True) / math.sqrt(n)) if n > 1 else float("nan")
-    return SampleResult(float(per.mean()), stderr, per)
+    return SampleResult(float(per.mean()), standard_error(per), per)
 
 
 def _check_images(x: object) -> Tensor:

@@ -25,7 +25,6 @@ statistics in training mode.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -38,6 +37,7 @@ from symkit.actions.flows import ImageFlow, get_transform
 from symkit.measure._fwad import LinearLayerTangents
 from symkit.measure.lie import OutputSpec, act_tangent, lie_derivative, tensor_kind, with_scores
 from symkit.progress import progress_bar
+from symkit.stats import standard_error
 
 DEFAULT_SKIP: tuple[type[nn.Module], ...] = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
 
@@ -341,6 +341,7 @@ def layerwise_lie_derivative(
         end_to_end,
         flow.name,
         "probes",
-        sq_stderr=sq_samples.std(0) / math.sqrt(num_probes),
+        sq_stderr=torch.as_tensor(standard_error(sq_samples, axis=0), dtype=sq_samples.dtype,
+                                  device=sq_samples.device),
         num_probes=num_probes,
     )

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from symkit.actions.flows import ImageFlow, get_transform
 from symkit.measure._fwad import LinearLayerTangents
 from symkit.progress import progress_bar
+from symkit.stats import standard_error
 
 Action = Callable[[Tensor, Tensor], Tensor]
 OutputSpec = Literal["auto", "invariant", "image", "tokens"] | Action
@@ -281,8 +282,7 @@ def lee(
         for xb in batches:
             values.append(reduce_lie(lie_derivative(f, xb, flow, output=output, method=method), reduction))
     per = torch.cat(values).detach()
-    n = per.shape[0]
-    stderr = float(per.std(unbiased=True) / math.sqrt(n)) if n > 1 else float("nan")
+    stderr = standard_error(per)
     return LEEResult(float(per.mean()), stderr, per, flow.name, reduction, on)
 
 

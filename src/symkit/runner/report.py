@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from symkit.experiments.registry import Experiment, PaperValue, Plot
+from symkit.stats import mean_and_error
 from symkit.store import RunRecord, canonical_json
 
 SCALES = ("full", "quick", "modified")
@@ -97,13 +98,8 @@ def _aggregate_values(values: list[Any]) -> tuple[Any, float | None]:
     if all(isinstance(v, bool) for v in present) and all(v == present[0] for v in present):
         return present[0], None
     if all(_is_number(v) or isinstance(v, bool) for v in present):
-        xs = [float(v) for v in present]
-        n = len(xs)
-        mean = sum(xs) / n
-        if n < 2 or any(math.isnan(x) or math.isinf(x) for x in xs):
-            return mean, None
-        var = sum((x - mean) ** 2 for x in xs) / (n - 1)
-        return mean, math.sqrt(var / n)
+        mean, se = mean_and_error([float(v) for v in present])
+        return mean, None if math.isnan(se) else se
     if all(_same(v, present[0]) for v in present):
         return present[0], None
     return "(varies: " + ", ".join(sorted({str(v) for v in present})) + ")", None

@@ -34,5 +34,7 @@ def test_bad_arguments():
         MLPMixer(image_size=10, patch=4)
     with pytest.raises(ValueError, match="divisible by heads"):
         ViT(dim=10, heads=4)
-    with pytest.raises(ValueError, match="width must be a positive int"):
+    with pytest.raises(ValueError, match="width: expected an int >= 1, got 0"):
         SmallCNN(width=0)
+    with pytest.raises(TypeError, match="width: expected an int, got float"):
+        SmallCNN(width=4.0)

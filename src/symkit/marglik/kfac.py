@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from symkit._checks import check_int
 from symkit.nn.relaxed.record import recording
 
 LIKELIHOODS = ("classification", "regression")
@@ -118,8 +119,8 @@ def fit_kfac(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tenso
     """
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
-    if mc_samples is not None and (not isinstance(mc_samples, int) or mc_samples < 1):
-        raise ValueError(f"mc_samples must be None or an int >= 1, got {mc_samples!r}")
+    if mc_samples is not None:
+        check_int("mc_samples (None or an int)", mc_samples, 1)
     gen = torch.Generator().manual_seed(seed)
     names = {id(p): n for n, p in model.named_parameters()}
     acc: dict[int, dict] = {}

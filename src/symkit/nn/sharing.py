@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from symkit._checks import check_int
 from symkit.nn._factory import place
 
 __all__ = [
@@ -135,11 +136,8 @@ class SoftAssignment(nn.Module):
         device: Any = None,
     ) -> None:
         super().__init__()
-        if not isinstance(k, int) or k < 1:
-            raise ValueError(f"SoftAssignment: k must be a positive int, got {k!r}")
-        c = k if c is None else c
-        if not isinstance(c, int) or c < 1:
-            raise ValueError(f"SoftAssignment: c must be a positive int, got {c!r}")
+        check_int("SoftAssignment: k", k, 1)
+        c = k if c is None else check_int("SoftAssignment: c", c, 1)
         if temperature <= 0:
             raise ValueError(f"SoftAssignment: temperature must be positive, got {temperature}")
         if mode not in ("softmax", "projected"):

@@ -14,13 +14,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from symkit._checks import check_int
 from symkit.nn._factory import place
 
 
 def _check_positive(**kwargs: int) -> None:
     for name, value in kwargs.items():
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_int(name, value, 1)
 
 
 class GlobalAvgPool(nn.Module):

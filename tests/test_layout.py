@@ -66,3 +66,18 @@ def test_datasets_import_no_algorithm_package():
     allowed = {"symkit", "_checks", "progress", "actions", "datasets"}
     for path in (SRC / "datasets").rglob("*.py"):
         assert _imports(path) <= allowed, f"{path.name} imports {sorted(_imports(path) - allowed)}"
+
+
+def test_the_representation_algebra_does_not_import_the_solver():
+    """reps/core.py defines Rep; reps/solve.py solves for its bases and imports core. The solver is installed into
+    core by reps/__init__.py, so there is no import cycle between the two modules."""
+    core = SRC / "reps" / "core.py"
+    imported = set()
+    for node in ast.walk(ast.parse(core.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+    assert "symkit.reps.solve" not in imported
+    from symkit.reps import core as core_module
+    from symkit.reps import solve
+
+    assert core_module.SOLVER is solve

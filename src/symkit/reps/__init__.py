@@ -1,5 +1,7 @@
 """Representations: V, Scalar, T(p, q), duals, sums, products, hom-spaces, and their equivariant bases."""
 
+from symkit.reps import core as _core
+from symkit.reps import solve as _solve
 from symkit.reps.core import (
     Block,
     CustomRep,
@@ -16,6 +18,8 @@ from symkit.reps.core import (
 )
 from symkit.reps.errors import equivariance_error
 from symkit.reps.solve import StructuredBasis, canonical_blocks, clear_memory_cache
+
+_core.SOLVER = _solve  # Rep.equivariant_basis() and friends delegate to the solver (see reps/core.py)
 
 __all__ = [
     "Rep", "V", "Vector", "Scalar", "ScalarRep", "T", "Dual", "SumRep", "ProductRep", "CustomRep", "PseudoScalar",

@@ -25,6 +25,17 @@ __all__ = [
 ]
 
 
+#: the basis solver (``symkit.reps.solve``), installed by ``symkit/reps/__init__.py``: the representation algebra
+#: defines what a solver must answer and knows nothing of how (no import from core to solve, so no cycle)
+SOLVER: Any = None
+
+
+def _solver() -> Any:
+    if SOLVER is None:  # pragma: no cover - importing symkit.reps.core always runs symkit/reps/__init__.py first
+        raise RuntimeError("the basis solver is not installed; import symkit.reps")
+    return SOLVER
+
+
 @dataclass(frozen=True, eq=False)
 class Block:
     """`pos.shape[0]` copies of the tensor product of `leaves`; row c of `pos` lists the flat positions of copy c,
@@ -185,16 +196,13 @@ class Rep:
     # ------------------------------------------------------------------ solving (see symkit.reps.solve)
     def canonical_blocks(self) -> list[Block]:
         """Blocks with sorted leaves, merged across the rep (each distinct block type once, with all its copies)."""
-        from symkit.reps.solve import canonical_blocks
-
-        return canonical_blocks(self)
+        return _solver().canonical_blocks(self)
 
     def canonicalize(self) -> tuple[Rep, np.ndarray]:
         """(canonical rep, perm): the canonical rep is a sum of sorted tensor products with multiplicities, and
         ``v[perm]`` rewrites a vector v of this rep in the canonical layout."""
-        from symkit.reps.solve import _leaf_sort_key
-
-        blocks = sorted(self.canonical_blocks(), key=lambda b: (len(b.leaves), [_leaf_sort_key(x) for x in b.leaves]))
+        leaf_key = _solver()._leaf_sort_key
+        blocks = sorted(self.canonical_blocks(), key=lambda b: (len(b.leaves), [leaf_key(x) for x in b.leaves]))
         parts = []
         perm = []
         for b in blocks:
@@ -210,28 +218,20 @@ class Rep:
         nullspace for small blocks, iterative otherwise), or one of "orbit", "brauer", "dense", "iterative".
         float64 (complex128 for complex groups); with `sparse=True` a scipy.sparse matrix.
         """
-        from symkit.reps.solve import equivariant_basis
-
-        return equivariant_basis(self, method=method, sparse=sparse)
+        return _solver().equivariant_basis(self, method=method, sparse=sparse)
 
     def equivariant_projector(self, method: str = "auto") -> Any:
         """The orthogonal projector P = Q Q^T onto the invariant subspace as a lazy (size, size) LinearOperator,
         applied block by block (eq. 2.8); `.to_dense()` gives the matrix."""
-        from symkit.reps.solve import equivariant_projector
-
-        return equivariant_projector(self, method=method)
+        return _solver().equivariant_projector(self, method=method)
 
     def rank(self, method: str = "auto") -> int:
         """Dimension r of the invariant subspace, without building Q where possible (orbit counts, Gram ranks)."""
-        from symkit.reps.solve import rank
-
-        return rank(self, method=method)
+        return _solver().rank(self, method=method)
 
     def structured_basis(self, method: str = "auto") -> Any:
         """The basis as a `StructuredBasis`: one small Q per distinct block plus the positions of each copy."""
-        from symkit.reps.solve import structured_basis
-
-        return structured_basis(self, method=method)
+        return _solver().structured_basis(self, method=method)
 
 
 # ====================================================================== leaves

@@ -67,3 +67,25 @@ def test_an_exported_model_runs_without_symkit(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert float(out.stdout) < 1e-12
+
+
+def test_reset_parameters_redraws_as_at_construction():
+    from symkit.nn import BiLinear, RPPLinear
+    from symkit.nn.emlp import gated, uniform_rep
+
+    G = SO(3)
+    for build in (lambda: EquivariantLinear(2 * V(G), V(G) + Scalar, dtype=torch.float64),
+                  lambda: BiLinear(gated(uniform_rep(16, G)), dtype=torch.float64)):
+        torch.manual_seed(3)
+        fresh = build()
+        layer = build()
+        torch.manual_seed(3)
+        layer.reset_parameters()
+        for a, b in zip(fresh.parameters(), layer.parameters()):
+            assert torch.equal(a, b)
+    rpp = RPPLinear(2 * V(G), V(G), dtype=torch.float64)
+    with torch.no_grad():
+        for p in rpp.parameters():
+            p.fill_(7.0)
+    rpp.reset_parameters()
+    assert float(rpp.basic.bias.abs().max()) == 0.0 and float(rpp.basic.weight.abs().max()) < 1.0

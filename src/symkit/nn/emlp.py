@@ -142,11 +142,23 @@ class _BasisExpansion(nn.Module):
                 positions.append(pos.reshape(-1))
             n_blocks += 1
         self.n_blocks = n_blocks
+        self.init_std = init_std
         flat = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
         # every entry of the flat vector belongs to exactly one block copy: `flat` is a permutation of range(size)
         if flat.shape[0] != self.size or not np.array_equal(np.sort(flat), np.arange(self.size)):
             raise ValueError(f"the blocks of {rep!r} do not tile its {self.size} entries")
         self.register_buffer("inverse", torch.as_tensor(np.argsort(flat), dtype=torch.long, device=f["device"]))
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Draw the coefficients again as at construction (``N(0, std^2)`` per block, on the CPU, then copied)."""
+        for i, beta in enumerate(self.coefficients):
+            if beta.shape[1] == 0:
+                continue
+            fresh = torch.zeros(beta.shape, dtype=beta.dtype)
+            if self.init_std is not None:
+                fresh.normal_(0.0, self.init_std if isinstance(self.init_std, float) else self.init_std[i])
+            beta.copy_(fresh)
 
     def block_shapes(self) -> list[tuple[int, int, int]]:
         """(copies, block size, block rank) of every block."""
@@ -190,6 +202,12 @@ class EquivariantLinear(nn.Module):
     def weight(self) -> torch.Tensor:
         """The equivariant weight matrix, shape ``(rep_out.size, rep_in.size)``."""
         return self.weight_basis().reshape(self.rep_out.size, self.rep_in.size)
+
+    def reset_parameters(self) -> None:
+        """Re-initialise the coefficients as at construction (LeCun-scaled weight, zero bias)."""
+        self.weight_basis.reset_parameters()
+        if self.bias_basis is not None:
+            self.bias_basis.reset_parameters()
 
     def _assembled(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(W, b)``: built every call while training or recording gradients, cached otherwise."""
@@ -356,6 +374,12 @@ class BiLinear(nn.Module):
             self.register_buffer(f"gather_{i}", g.to(device))
         self.register_buffer("rows", (torch.cat(rows) if rows else torch.zeros(0, dtype=torch.long)).to(device))
         self.register_buffer("cols", (torch.cat(cols) if cols else torch.zeros(0, dtype=torch.long)).to(device))
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Draw the mixing weights again as at construction (``N(0, 1/k)``, on the CPU, then copied)."""
+        for w in self.weights:
+            w.copy_(torch.randn(w.shape, dtype=w.dtype) / math.sqrt(w.shape[1]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(f"BiLinear({self.rep!r})", self, x, self.rep.size)

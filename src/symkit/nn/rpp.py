@@ -50,6 +50,14 @@ class RPPLinear(nn.Module):
             basic.bias.zero_()
         self.basic = basic.to(f["device"])
 
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Re-initialise both paths: the equivariant one as :class:`EquivariantLinear`, the dense one small."""
+        self.equivariant.reset_parameters()
+        w = torch.empty(self.basic.weight.shape, dtype=self.basic.weight.dtype)
+        self.basic.weight.copy_(w.normal_(0.0, BASIC_INIT_SCALE / math.sqrt(max(self.basic.in_features, 1))))
+        self.basic.bias.zero_()
+
     @property
     def rep_in(self) -> Rep:
         return self.equivariant.rep_in

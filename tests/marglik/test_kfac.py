@@ -161,8 +161,8 @@ def test_bad_arguments():
         fit_kfac(model, [], likelihood="poisson")
     with pytest.raises(ValueError, match="prior structure"):
         prior_groups(model, curv, "layer")
-    with pytest.raises(ValueError, match="no recorded layers"):
-        fit_kfac(nn.Linear(3, 2), [(torch.zeros(1, 3), torch.tensor([0]))])
+    with pytest.raises(ValueError, match="no layers with a curvature rule"):
+        fit_kfac(nn.Tanh(), [(torch.zeros(1, 3), torch.tensor([0]))])
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -216,3 +216,61 @@ def test_factored_path_scale_symmetry_leaves_marglik_unchanged():
     after = KronLaplace(model, curv2, prior_groups(model, curv2, "tensor")).neg_log_marglik(shifted)
     torch.testing.assert_close(after, before, rtol=1e-10, atol=1e-10)
     assert abs(float(lap.neg_log_marglik(shifted) - before)) > 1e-3  # the shift alone does change it
+
+
+
+@pytest.mark.parametrize("likelihood,k", [("regression", 2), ("classification", 3)])
+def test_plain_torch_layers_get_exact_kfac_through_forward_hooks(likelihood, k):
+    """Any model built from nn.Linear gets curvature blocks (hooks, as in asdl/BackPACK); for one datum KFAC is the
+    exact GGN (no weight sharing)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, k)).double()
+    x = torch.randn(1, 4, dtype=torch.float64)
+    y = torch.randn(1, k, dtype=torch.float64) if likelihood == "regression" else torch.tensor([2])
+    _check_exact(model, x, y, ["0.weight", "0.bias", "2.weight", "2.bias"], likelihood)
+    assert not model[0]._forward_hooks  # the hooks are removed after the fit
+
+
+def test_a_circular_nn_conv2d_has_the_curvature_of_the_relaxed_conv():
+    from symkit.nn.relaxed import EquivConv2d
+
+    g = torch.Generator().manual_seed(2)
+    ours = _Net(EquivConv2d(2, 3, 4, generator=g), 48, 3).double()
+    conv = nn.Conv2d(2, 3, 3, padding=1, padding_mode="circular").double()
+    with torch.no_grad():
+        conv.weight.copy_(ours.first.weight)
+        conv.bias.copy_(ours.first.bias)
+    plain = _Net(conv, 48, 3)
+    plain.head = ours.head
+    x = torch.randn(5, 2, 4, 4, dtype=torch.float64, generator=g)
+    y = torch.tensor([0, 1, 2, 1, 0])
+    a, b = fit_kfac(ours, [(x, y)]), fit_kfac(plain, [(x, y)])
+    for name in ("first.weight", "first.bias", "head.weight"):
+        torch.testing.assert_close(a.block(name).dense(), b.block(name).dense(), rtol=1e-10, atol=1e-12)
+
+
+def test_the_marginal_likelihood_of_a_plain_torch_model_reads_like_laplace_torch():
+    from symkit.marglik import Laplace
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(2 * 16, 3)).double()
+    x = torch.randn(12, 1, 4, 4, dtype=torch.float64)
+    y = torch.randint(3, (12,))
+    la = Laplace(model, "classification").fit([(x[:6], y[:6]), (x[6:], y[6:])])
+    assert [g.name for g in la.groups] == ["0.weight", "0.bias", "3.weight", "3.bias"]
+    value = la.log_marginal_likelihood(1.0)
+    direct = KronLaplace(model, fit_kfac(model, [(x, y)]), prior_groups(model, None, "tensor"))
+    torch.testing.assert_close(value, direct.log_marginal_likelihood(torch.zeros(4, dtype=torch.float64)))
+    best = la.optimize_prior_precision(steps=200, lr=0.1)
+    assert best.shape == (4,) and bool((best > 0).all())
+    assert float(la.log_marginal_likelihood(best)) > float(value)  # the optimised precisions explain the data better
+    with pytest.raises(ValueError, match="one per group"):
+        la.log_marginal_likelihood(torch.ones(3))
+    with pytest.raises(RuntimeError, match="call fit"):
+        Laplace(model).log_marginal_likelihood(1.0)
+    with pytest.raises(ValueError, match="finite and positive"):
+        la.log_marginal_likelihood(torch.tensor([1.0, 0.0, 1.0, 1.0]))
+    with pytest.raises(ValueError, match="positive"):
+        la.log_marginal_likelihood(float("inf"))
+    with pytest.raises(TypeError, match="steps"):
+        la.optimize_prior_precision(steps=2.5)

@@ -1,5 +1,6 @@
 """symkit.marglik: Laplace marginal likelihood with Kronecker-factored GGN curvature (KFAC)."""
 
+from symkit.marglik.api import Laplace
 from symkit.marglik.kfac import KronBlock, KronCurvature, exact_ggn, fit_kfac
 from symkit.marglik.laplace import (
     KronLaplace,
@@ -13,7 +14,7 @@ from symkit.marglik.laplace import (
 from symkit.marglik.training import MarglikConfig, MarglikResult, accuracy, hyper_update_epochs, train_marglik
 
 __all__ = [
-    "KronBlock", "KronCurvature", "KronLaplace", "MarglikConfig", "MarglikResult", "PriorGroup", "accuracy",
+    "KronBlock", "KronCurvature", "KronLaplace", "Laplace", "MarglikConfig", "MarglikResult", "PriorGroup", "accuracy",
     "effective_layer_types", "exact_ggn", "expand_prior_precision", "fit_kfac", "hyper_update_epochs",
     "map_penalty", "path_diagnostics", "prior_groups", "train_marglik",
 ]

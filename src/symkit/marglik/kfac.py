@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from symkit._checks import check_int
-from symkit.nn.relaxed.record import recording
+from symkit.nn.relaxed.record import recording, torch_layer_rules
 
 LIKELIHOODS = ("classification", "regression")
 
@@ -126,14 +126,15 @@ def fit_kfac(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tenso
     acc: dict[int, dict] = {}
     n_data, nll = 0, 0.0
     for x, y in batches:
-        with recording() as rec:
+        with recording() as rec, torch_layer_rules(model):
             f = model(x)
         if f.dim() != 2:
             raise ValueError(f"fit_kfac: the model must return (N, K) outputs, got {tuple(f.shape)}")
         nll += float(_nll(f.detach(), y, likelihood, sigma_noise))
         n_data += x.shape[0]
         if not rec.sites:
-            raise ValueError(f"fit_kfac: {type(model).__name__} has no recorded layers (use symkit.nn.relaxed paths)")
+            raise ValueError(f"fit_kfac: {type(model).__name__} has no layers with a curvature rule (nn.Linear, "
+                             "nn.Conv2d, or the symkit.nn.relaxed paths)")
         V = _loss_factor(f, likelihood, sigma_noise, mc_samples, gen)
         outs = [s.out for s in rec.sites]
         try:

@@ -77,3 +77,55 @@ class KLinear(nn.Linear):
         record_site(self, "weight", self.weight, self.bias, lambda: x.detach().unsqueeze(1), out,
                     lambda g: g.unsqueeze(1))
         return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Curvature rules for PyTorch's own layers, registered as forward hooks (any model built from them)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _linear_hook(module: nn.Linear, inputs: tuple, out: torch.Tensor) -> None:
+    """``nn.Linear`` on ``(N, ..., D)``: one row per leading position (weight shared over them)."""
+    x = inputs[0]
+    record_site(module, "weight", module.weight, module.bias,
+                lambda: x.detach().reshape(x.shape[0], -1, x.shape[-1]),
+                out, lambda g: g.reshape(g.shape[0], -1, g.shape[-1]))
+
+
+def _conv_hook(module: nn.Conv2d, inputs: tuple, out: torch.Tensor) -> None:
+    """``nn.Conv2d`` (groups 1, any padding mode): one row per output pixel, the unfolded input patch (App. C)."""
+    x = inputs[0]
+
+    def patches() -> torch.Tensor:
+        xd = x.detach()
+        if module.padding_mode != "zeros":  # circular, reflect, replicate: pad as the layer does, then unfold
+            xd = F.pad(xd, module._reversed_padding_repeated_twice, mode=module.padding_mode)
+            padding: object = 0
+        else:
+            padding = module.padding
+        return F.unfold(xd, module.kernel_size, dilation=module.dilation, padding=padding,
+                        stride=module.stride).transpose(1, 2)
+
+    record_site(module, "weight", module.weight, module.bias, patches, out, lambda g: g.flatten(2).transpose(1, 2))
+
+
+@contextlib.contextmanager
+def torch_layer_rules(model: nn.Module) -> Iterator[int]:
+    """Register the curvature rules of ``nn.Linear`` and ``nn.Conv2d`` (groups 1, 2-d inputs) on every such layer of
+    ``model`` for the duration of the block (as asdl and BackPACK do); yields how many layers got one. Layers that
+    record themselves (:class:`KLinear`, the relaxed paths) are left alone."""
+    handles = []
+    try:
+        for m in model.modules():
+            if isinstance(m, KLinear):
+                continue
+            if isinstance(m, nn.Linear):
+                handles.append(m.register_forward_hook(_linear_hook))
+            elif isinstance(m, nn.Conv2d):
+                if m.groups != 1:
+                    raise ValueError(f"{type(m).__name__} with groups={m.groups}: only groups=1 has a curvature rule")
+                handles.append(m.register_forward_hook(_conv_hook))
+        yield len(handles)
+    finally:
+        for h in handles:
+            h.remove()

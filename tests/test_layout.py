@@ -17,12 +17,13 @@ LEVELS = {
     "linalg": 1, "groups": 1,
     "reps": 2,
     "actions": 3,
-    "nn": 4, "datasets": 4,
-    "train": 5,
-    "testing": 6, "measure": 6, "dynamics": 6, "discover": 6, "marglik": 6,
-    "experiments": 7,
-    "runner": 8,
-    "cli": 9,
+    "testing": 4,
+    "nn": 5, "datasets": 5,
+    "train": 6,
+    "measure": 7, "dynamics": 7, "discover": 7, "marglik": 7,
+    "experiments": 8,
+    "runner": 9,
+    "cli": 10,
 }
 
 

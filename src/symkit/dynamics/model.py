@@ -17,6 +17,7 @@ from torch import nn
 
 from symkit.actions.grid import Element, act, lift
 from symkit.dynamics.projections import LayerSpec, project, project_vector
+from symkit.nn._equivariance import Equivariant, standard_normal
 from symkit.nn._factory import factory, on
 
 __all__ = ["ProjectNet", "ACTIVATIONS"]
@@ -29,7 +30,7 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-class ProjectNet(nn.Module):
+class ProjectNet(Equivariant, nn.Module):
     """An MLP ``Phi_A`` whose layers are the :class:`LayerSpec` s ``specs`` (consecutive specs must chain).
 
     ``activation`` is applied after every layer but the last; ``norm_after`` lists the layers followed by a
@@ -92,6 +93,11 @@ class ProjectNet(nn.Module):
     @property
     def action_out(self):
         return self.specs[-1].action_out
+
+    def example_input(self, batch: int = 4, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``(batch, c_in, *shape_in)`` standard normal features (for :meth:`check_equivariance`)."""
+        s0 = self.specs[0]
+        return standard_normal(self, (batch, s0.c_in, *s0.action_in.shape), generator)
 
     def layer_params(self) -> list[tuple[int, str, nn.Parameter]]:
         """(layer index, "weight" or "bias", parameter) for every parameter, in order."""

@@ -18,6 +18,7 @@ from torch import nn
 
 from symkit._checks import check_int
 from symkit.groups.base import Group
+from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import factory, on
 from symkit.reps.core import Rep, Scalar, SumRep, T
 
@@ -174,7 +175,7 @@ class _BasisExpansion(nn.Module):
         return torch.cat(pieces)[self.inverse]
 
 
-class EquivariantLinear(nn.Module):
+class EquivariantLinear(Equivariant, nn.Module):
     """``y = W x + b`` with ``W`` equivariant (``rho_out(g) W = W rho_in(g)``) and ``b`` invariant.
 
     ``vec(W) = Q beta`` with ``Q`` the orthonormal basis of ``rep_in >> rep_out`` (eq. 2.6); ``b = Q_b beta_b``
@@ -265,7 +266,7 @@ def gated(rep: Rep) -> Rep:
     return rep + n * Scalar if n else rep
 
 
-class GatedNonlinearity(nn.Module):
+class GatedNonlinearity(Equivariant, nn.Module):
     """Maps ``gated(rep)`` to ``rep``: ``v_a * sigmoid(s_a)`` per object, swish for scalars and permutation reps."""
 
     def __init__(self, rep: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -280,6 +281,14 @@ class GatedNonlinearity(nn.Module):
                     next_gate += 1
         self.gated_size = next_gate
         self.register_buffer("gate_index", torch.as_tensor(gate_index, dtype=torch.long, device=device))
+
+    @property
+    def rep_in(self) -> Rep:
+        return gated(self.rep)
+
+    @property
+    def rep_out(self) -> Rep:
+        return self.rep
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(f"GatedNonlinearity({self.rep!r}) (values and gates)", self, x, self.gated_size)
@@ -337,7 +346,7 @@ def _block_key(leaves: tuple) -> tuple:
     return tuple(leaf._key() for leaf in leaves)
 
 
-class BiLinear(nn.Module):
+class BiLinear(Equivariant, nn.Module):
     """The cheap bilinear layer (Sec. 2.6 / §2.4 of the notes): ``y = scale * W(x) x``.
 
     ``W(x)`` is a map ``rep -> rep`` whose blocks of each tensor type are filled with learned linear combinations
@@ -375,6 +384,14 @@ class BiLinear(nn.Module):
         self.register_buffer("rows", (torch.cat(rows) if rows else torch.zeros(0, dtype=torch.long)).to(device))
         self.register_buffer("cols", (torch.cat(cols) if cols else torch.zeros(0, dtype=torch.long)).to(device))
 
+    @property
+    def rep_in(self) -> Rep:
+        return self.rep
+
+    @property
+    def rep_out(self) -> Rep:
+        return self.rep
+
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """Draw the mixing weights again as at construction (``N(0, 1/k)``, on the CPU, then copied)."""
@@ -396,7 +413,7 @@ class BiLinear(nn.Module):
         return (self.scale * y).reshape(*lead, self.rep.size)
 
 
-class EMLPBlock(nn.Module):
+class EMLPBlock(Equivariant, nn.Module):
     """Equivariant linear layer to ``gated(rep_out)``, a bilinear layer with a shortcut, then the gated
     nonlinearity (Figure 2.4)."""
 
@@ -406,6 +423,14 @@ class EMLPBlock(nn.Module):
         self.linear = EquivariantLinear(rep_in, gated(rep_out), device=device, dtype=dtype)
         self.bilinear = BiLinear(gated(rep_out), device=device, dtype=dtype) if bilinear else None
         self.nonlinearity = GatedNonlinearity(rep_out, device=device)
+
+    @property
+    def rep_in(self) -> Rep:
+        return self.linear.rep_in
+
+    @property
+    def rep_out(self) -> Rep:
+        return self.nonlinearity.rep
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.linear(x)
@@ -424,7 +449,7 @@ def layer_reps(
     return [rep_in, *(c if isinstance(c, Rep) else uniform_rep(c, group) for c in widths)]
 
 
-class EMLP(nn.Module):
+class EMLP(Equivariant, nn.Module):
     """An equivariant MLP ``rep_in -> rep_out``: ``num_layers`` EMLP blocks then an equivariant linear layer.
 
     ``ch`` is the width of each hidden layer: an int (allocated by :func:`uniform_rep`), a Rep, or a list of

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from symkit.groups.base import Group
+from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import factory
 from symkit.nn.emlp import (
     BiLinear,
@@ -37,7 +38,7 @@ __all__ = ["RPPLinear", "RPPGatedNonlinearity", "RPPEMLP", "rpp_penalty", "equiv
 BASIC_INIT_SCALE = 1e-3
 
 
-class RPPLinear(nn.Module):
+class RPPLinear(Equivariant, nn.Module):
     """``y = (A + B) x + a + b``: an equivariant linear layer (``A``, ``a``) plus a dense one (``B``, ``b``)."""
 
     def __init__(self, rep_in: Rep, rep_out: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -70,7 +71,7 @@ class RPPLinear(nn.Module):
         return self.equivariant(x) + self.basic(x)
 
 
-class RPPGatedNonlinearity(nn.Module):
+class RPPGatedNonlinearity(Equivariant, nn.Module):
     """The gated nonlinearity plus a non-equivariant residual ``w * swish(v)`` with a per-channel weight ``w``
     (footnote 1 of ch. 3: gates do not reduce to swish, so the flexible path gets its own pointwise term)."""
 
@@ -80,23 +81,39 @@ class RPPGatedNonlinearity(nn.Module):
         self.gated = GatedNonlinearity(rep, device=device)
         self.basic = nn.Parameter(torch.full((rep.size,), BASIC_INIT_SCALE, **f))
 
+    @property
+    def rep_in(self) -> Rep:
+        return self.gated.rep_in
+
+    @property
+    def rep_out(self) -> Rep:
+        return self.gated.rep
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.gated(x) + self.basic * swish(x[..., : self.basic.shape[0]])
 
 
-class _RPPBlock(nn.Module):
+class _RPPBlock(Equivariant, nn.Module):
     def __init__(self, rep_in: Rep, rep_out: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.linear = RPPLinear(rep_in, gated(rep_out), device=device, dtype=dtype)
         self.bilinear = BiLinear(gated(rep_out), device=device, dtype=dtype)
         self.nonlinearity = RPPGatedNonlinearity(rep_out, device=device, dtype=dtype)
 
+    @property
+    def rep_in(self) -> Rep:
+        return self.linear.rep_in
+
+    @property
+    def rep_out(self) -> Rep:
+        return self.nonlinearity.rep_out
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.linear(x)
         return self.nonlinearity(h + self.bilinear(h))
 
 
-class RPPEMLP(nn.Module):
+class RPPEMLP(Equivariant, nn.Module):
     """An EMLP whose every layer has a residual unconstrained path (RPP-EMLP, Sec. 3.4). Train it with
     ``loss = sum of negative log likelihoods + rpp_penalty(model, sigma_equivariant, sigma_basic)``."""
 

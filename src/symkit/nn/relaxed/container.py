@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import place
 from symkit.nn.relaxed.layers import (
     EquivConv2d,
@@ -28,7 +29,7 @@ PATHS = {"conv": EquivConv2d, "fc": SpatialFC2d, "ffc": FactoredFC2d, "sconv": S
 LAYER_TYPES = ("conv", "fc", "fc+conv", "ffc", "ffc+conv", "sfc", "sconv", "sfc+sconv", "ffc+conv+gconv")
 
 
-class RelaxedLayer(nn.Module):
+class RelaxedLayer(Equivariant, nn.Module):
     """Combination of parallel paths (Eq. 4 and App. B): ``y = c Σ_i path_i(x)`` over ``n`` paths.
 
     ``c = 1`` (``'sum'``), ``1/n`` (``'mean'``, the paper's code) or ``1/√n`` (``'rms'``, which keeps the output
@@ -59,6 +60,24 @@ class RelaxedLayer(nn.Module):
         if self.combine == "mean":
             return y / len(outs)
         return y / math.sqrt(len(outs)) if self.combine == "rms" else y
+
+    def declared_symmetry(self) -> tuple[Any, Any]:
+        """The symmetry of the layer's equivariant paths: it holds exactly once the other paths are zero
+        (:meth:`zero_path`), and :meth:`check_equivariance` measures the departure from it otherwise."""
+        found = []
+        for p in self.paths.values():
+            try:
+                found.append(p.declared_symmetry())
+            except (TypeError, AttributeError):
+                continue
+        if not found:
+            raise TypeError(f"RelaxedLayer: none of its paths ({', '.join(self.paths)}) declares a symmetry")
+        if any((a.group_key, a.shape) != (found[0][0].group_key, found[0][0].shape) for a, _ in found):
+            raise TypeError(f"RelaxedLayer: its paths declare different symmetries {found}")
+        return found[0]
+
+    def example_input(self, batch: int = 4, generator: torch.Generator | None = None) -> torch.Tensor:
+        return next(iter(self.paths.values())).example_input(batch, generator)
 
     @torch.no_grad()
     def zero_path(self, name: str) -> None:

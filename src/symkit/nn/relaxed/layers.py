@@ -24,6 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from symkit._checks import check_int
+from symkit.actions.grid import CyclicTranslations2D, PermAction
+from symkit.nn._equivariance import Equivariant, standard_normal
 from symkit.nn._factory import place
 from symkit.nn.relaxed.record import record_site
 
@@ -65,7 +67,7 @@ def unfold_circular(x: torch.Tensor, k: int) -> torch.Tensor:
     return F.unfold(circular_pad(x, k), kernel_size=k).transpose(1, 2)
 
 
-class _Path(nn.Module):
+class _Path(Equivariant, nn.Module):
     """A path: a linear map from ``(N, C, H, W)`` to ``(N, C', H/s, W/s)`` tagged with its symmetry."""
 
     symmetry: str = "fc"
@@ -82,6 +84,19 @@ class _Path(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}->{self.out_channels}, size={self.size}, stride={self.stride}"
+
+    def declared_symmetry(self) -> tuple[PermAction, PermAction]:
+        """A stride-1 circular convolution commutes with the cyclic translations of its grid (Eq. 3); other paths
+        (dense, factored, sparse, strided) are built to relax that symmetry and declare none."""
+        if self.symmetry == "conv" and self.stride == 1:
+            shifts = CyclicTranslations2D(self.size)
+            return shifts, shifts
+        raise TypeError(f"{type(self).__name__} (symmetry {self.symmetry!r}, stride {self.stride}) is not built to "
+                        "commute with a group action on its grid")
+
+    def example_input(self, batch: int = 4, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``(batch, in_channels, size, size)`` standard normal features."""
+        return standard_normal(self, (batch, self.in_channels, self.size, self.size), generator)
 
 
 class EquivConv2d(_Path):

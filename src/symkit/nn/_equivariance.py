@@ -1,0 +1,62 @@
+"""``check_equivariance()`` for every layer family that is built for a symmetry.
+
+A layer declares what it is built to commute with: core reps (``rep_in``/``rep_out``: the EMLP and RPP layers) or
+grid actions (``action_in``/``action_out``: the projected networks of seed 002, the circular convolutions of seed 001,
+PowerNet layers on permutation bases). :meth:`Equivariant.check_equivariance` then runs
+:func:`symkit.testing.assert_equivariant` on the module with those declarations and, for actions, an input of the
+module's own shape, dtype and device (``example_input``).
+
+Soft layers (RPP, relaxed layers with non-equivariant paths) declare the symmetry of their equivariant part: the
+check holds exactly only once their other paths are zero, and otherwise measures how far they have moved from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from symkit.testing import assert_equivariant
+
+__all__ = ["Equivariant"]
+
+
+class Equivariant:
+    """Mixin for modules that declare ``rep_in``/``rep_out`` or ``action_in``/``action_out``."""
+
+    def declared_symmetry(self) -> tuple[Any, Any]:
+        """``(rep_in, rep_out)`` or ``(action_in, action_out)``; a TypeError says why a layer declares none."""
+        for a, b in (("rep_in", "rep_out"), ("action_in", "action_out")):
+            if hasattr(self, a) and hasattr(self, b):
+                return getattr(self, a), getattr(self, b)
+        raise TypeError(f"{type(self).__name__} declares no symmetry (rep_in/rep_out or action_in/action_out)")
+
+    def example_input(self, batch: int = 4, generator: torch.Generator | None = None) -> torch.Tensor:
+        """A standard normal input of the layer's shape, on its device and in its dtype (layers acted on by grid
+        actions override this; rep layers draw their own inputs)."""
+        raise NotImplementedError(f"{type(self).__name__}: pass inputs= to check_equivariance")
+
+    def check_equivariance(self, inputs: torch.Tensor | None = None, *, tol: float | None = None, n: int = 5,
+                           seed: int = 0) -> float:
+        """Assert that the layer commutes with its declared symmetry (``err(g) <= tol * k(g)`` for the generators
+        and ``n`` sampled elements, :mod:`symkit.testing`); returns the largest relative error. ``tol`` defaults
+        to ``64 eps`` of the layer's dtype. Raises AssertionError above it or on any non-finite output."""
+        rep_in, rep_out = self.declared_symmetry()
+        if inputs is None and hasattr(rep_in, "act"):
+            inputs = self.example_input(generator=torch.Generator().manual_seed(seed))
+        return assert_equivariant(self, rep_in, rep_out, tol=tol, n=n, seed=seed, inputs=inputs)
+
+
+def parameter_like(module: torch.nn.Module) -> tuple[torch.device, torch.dtype]:
+    """The device and floating dtype of ``module``'s first floating parameter or buffer (CPU and the default dtype
+    for a module with none)."""
+    for t in (*module.parameters(), *module.buffers()):
+        if t.is_floating_point():
+            return t.device, t.dtype
+    return torch.device("cpu"), torch.get_default_dtype()
+
+
+def standard_normal(module: torch.nn.Module, shape: tuple[int, ...], generator: torch.Generator | None) -> torch.Tensor:
+    """``N(0, 1)`` draws of ``shape`` (on the CPU from ``generator``), placed like ``module``'s parameters."""
+    device, dtype = parameter_like(module)
+    return torch.randn(shape, generator=generator, dtype=dtype).to(device)

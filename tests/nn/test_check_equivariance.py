@@ -1,0 +1,130 @@
+"""Every layer family built for a symmetry has ``check_equivariance()``: it passes on layers that are equivariant by
+construction (float32 and float64), fails on a 0.1% non-equivariant part, and a layer built to break the symmetry
+says so instead of passing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from symkit.actions import CyclicTranslations2D, Rotations90
+from symkit.dynamics import LayerSpec, ProjectNet
+from symkit.groups import SO, S
+from symkit.nn import EMLP, EquivariantLinear
+from symkit.nn._equivariance import parameter_like
+from symkit.nn.emlp import BiLinear, EMLPBlock, GatedNonlinearity, gated
+from symkit.nn.powernet import PowerLayer
+from symkit.nn.powernet.bases import GridShift, Rot90
+from symkit.nn.relaxed import RelaxedLayer
+from symkit.nn.relaxed.layers import EquivConv2d, SpatialFC2d
+from symkit.nn.rpp import RPPEMLP, RPPLinear
+from symkit.reps import Scalar, V
+
+
+def _emlp_family(dtype):
+    G = SO(3)
+    f = {"dtype": dtype}
+    return [
+        EMLP(2 * V(G), V(G), G, ch=24, num_layers=1, **f),
+        EMLPBlock(V(G) + Scalar, V(G) ** 2, **f),
+        EquivariantLinear(V(G), V(G) ** 2, **f),
+        BiLinear(gated(V(G) ** 2), **f),
+        GatedNonlinearity(V(G) + V(G) ** 2, **f),
+        EquivariantLinear(V(S(5)), V(S(5)), **f),
+    ]
+
+
+def _grid_family(dtype):
+    torch.manual_seed(0)
+    conv = EquivConv2d(2, 3, 6, dtype=dtype)
+    layer = RelaxedLayer({"conv": EquivConv2d(2, 3, 6, dtype=dtype), "fc": SpatialFC2d(2, 3, 6, dtype=dtype)})
+    layer.zero_path("fc")
+    power = PowerLayer([GridShift((5, 5), 0), GridShift((5, 5), 1)], 2, 3, 3, activation=torch.nn.Tanh(),
+                       dtype=dtype)
+    rot = Rotations90(4)
+    net = ProjectNet([LayerSpec(rot, rot, 1, 3), LayerSpec(rot, rot.trivial(), 3, 2)], dtype=dtype)
+    return [conv, layer, power, net]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_layers_equivariant_by_construction_pass(dtype):
+    for layer in _emlp_family(dtype) + _grid_family(dtype):
+        err = layer.check_equivariance()
+        computes_in = parameter_like(layer)[1]  # a layer without parameters computes in the default dtype
+        assert computes_in == dtype or not any(p.is_floating_point() for p in layer.parameters())
+        assert err <= 64 * torch.finfo(computes_in).eps, type(layer).__name__  # k(g) of SO(3) and S(5) is 1
+
+
+def _add_a_non_equivariant_part(layer, size=1e-3):
+    """A forward hook adding ``P <Q, x>`` (fixed random P over the output, Q over the input), scaled to ``size``
+    of the output's RMS: a deterministic function that commutes with no non-trivial group element."""
+    gen = torch.Generator().manual_seed(3)
+
+    def hook(module, inputs, out):
+        x = inputs[0]
+        Q = torch.randn(x.shape[1:], generator=gen, dtype=torch.float64).to(x)
+        P = torch.randn(out.shape[1:], generator=gen, dtype=torch.float64).to(out)
+        gen.manual_seed(3)  # the same P and Q on every call
+        term = P * (x * Q).flatten(1).sum(1).reshape(-1, *[1] * (out.ndim - 1))
+        return out + size * out.pow(2).mean().sqrt() / term.pow(2).mean().sqrt() * term
+
+    layer.register_forward_hook(hook)
+
+
+def test_a_small_non_equivariant_part_fails_in_every_family():
+    for layer in _emlp_family(torch.float32) + _grid_family(torch.float32):
+        assert layer.check_equivariance() < 1e-5
+        _add_a_non_equivariant_part(layer)
+        with pytest.raises(AssertionError, match="not equivariant"):
+            layer.check_equivariance()
+
+
+def test_soft_layers_measure_their_departure_and_pass_once_the_free_paths_are_zero():
+    G = SO(3)
+    rpp = RPPEMLP(V(G), V(G), G, ch=24, num_layers=1, dtype=torch.float64)
+    with pytest.raises(AssertionError, match="relative error"):
+        rpp.check_equivariance()
+    with torch.no_grad():
+        for m in rpp.modules():
+            if isinstance(m, RPPLinear):
+                m.basic.weight.zero_()
+                m.basic.bias.zero_()
+        for name, p in rpp.named_parameters():
+            if name.endswith("nonlinearity.basic"):
+                p.zero_()
+    assert rpp.check_equivariance() < 1e-12
+    layer = RelaxedLayer({"conv": EquivConv2d(1, 2, 6), "fc": SpatialFC2d(1, 2, 6)})
+    with pytest.raises(AssertionError):
+        layer.check_equivariance()
+    layer.zero_path("fc")
+    assert layer.check_equivariance() < 1e-6
+
+
+def test_layers_built_to_break_a_symmetry_declare_none():
+    with pytest.raises(TypeError, match="not built to commute"):
+        SpatialFC2d(1, 2, 6).check_equivariance()
+    with pytest.raises(TypeError, match="not built to commute"):
+        EquivConv2d(1, 2, 6, stride=2).check_equivariance()
+    with pytest.raises(TypeError, match="none of its paths"):
+        RelaxedLayer({"fc": SpatialFC2d(1, 2, 6)}).check_equivariance()
+    with pytest.raises(TypeError, match="do not commute"):
+        PowerLayer([GridShift((4, 4), 0), Rot90(4)], 1, 1, 3).check_equivariance()
+    with pytest.raises(TypeError, match="full"):
+        PowerLayer([GridShift((4, 4), 0)], 1, 1, 3, bias="full").check_equivariance()
+
+
+def test_the_declared_action_is_the_one_checked():
+    conv = EquivConv2d(1, 1, 6, dtype=torch.float64)
+    action_in, action_out = conv.declared_symmetry()
+    assert action_in.group_key == CyclicTranslations2D(6).group_key == action_out.group_key
+    # the convolution does not commute with quarter turns: checking it against them fails
+    from symkit.testing import assert_equivariant
+
+    with pytest.raises(AssertionError):
+        assert_equivariant(conv, Rotations90(6), Rotations90(6), inputs=conv.example_input())
+
+
+def test_a_layer_on_the_meta_device_says_it_computes_no_values():
+    layer = EquivariantLinear(V(SO(3)), V(SO(3)), device="meta")
+    with pytest.raises(ValueError, match="meta"):
+        layer.check_equivariance()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from symkit.experiments.fields import Count
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 
 NAME = "cli-toy"
@@ -22,7 +23,7 @@ NAME = "cli-toy"
 
 @dataclass
 class ToyConfig:
-    n: int = 10
+    n: Count = 10
     scale: float = 1.0
     fail_seed: int = -1  # the run with this seed raises
     crash_seed: int = -1  # the run with this seed ends its process at once (a crash outside Python)

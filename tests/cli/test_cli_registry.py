@@ -75,7 +75,9 @@ def test_import_experiment_imports_the_module_that_registers_it(monkeypatch):
     from symkit.experiments import registry
 
     monkeypatch.delitem(sys.modules, "symkit_cli_toy", raising=False)  # restored afterwards
-    monkeypatch.setattr(registry, "_REGISTRY", {k: v for k, v in registry._REGISTRY.items() if k != "cli-toy"})
+    # the real registry without the toy (a stand-in dict would keep what discovery imports here, and modules
+    # register only when first imported)
+    monkeypatch.delitem(registry._REGISTRY, "cli-toy", raising=False)
     exp = import_experiment("cli-toy", "symkit_cli_toy")
     assert exp.name == "cli-toy" and exp.config.__name__ == "ToyConfig"
     with pytest.raises(KeyError, match="no experiment named 'cli-none'; valid names: .*cli-toy"):
@@ -100,3 +102,24 @@ def test_stored_json_comes_back_as_the_same_config():
 def test_config_values_of_the_wrong_type_are_rejected(field, value, expected):
     with pytest.raises(ValueError, match=expected.replace("[", r"\[").replace("|", r"\|")):
         _exp().make_config(**{field: value})
+
+
+def test_every_number_in_every_built_in_config_declares_its_range():
+    """Ranges are declared on the fields (symkit.experiments.fields): a new numeric field without one fails here."""
+    from symkit.experiments.registry import _bare, all_experiments
+
+    missing = []
+    for name, exp in all_experiments().items():
+        if not exp.config.__module__.startswith("symkit.experiments."):
+            continue  # the toy experiment of these tests
+        limits = exp.field_limits()
+        for field_name, tp in exp.field_types().items():
+            text = str(_bare(tp))
+            if ("int" in text or "float" in text) and field_name not in limits:
+                missing.append(f"{name}.{field_name}: {text}")
+    assert not missing, "declare a range (Count, Positive, ... or Annotated[..., Field(...)]) for: " + ", ".join(
+        missing)
+    quick = all_experiments()["powernet-angle"]
+    assert quick.field_limits()["test_fraction"] == "(0,1)" and quick.field_limits()["epochs"] == ">=1"
+    with pytest.raises(ValueError, match="epochs=0 .*must be >=1"):
+        quick.make_config(epochs=0)

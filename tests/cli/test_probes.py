@@ -14,10 +14,14 @@ from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
+import annotated_types
+import pydantic
 import pytest
 from symkit_cli_helpers import cli_env, executions, run_symkit, symkit_cmd
 
+from symkit.experiments.fields import Count
 from symkit.experiments.registry import Experiment
 from symkit.runner import sweep as sweep_mod
 from symkit.store import Store, StoreError
@@ -85,15 +89,24 @@ def test_a_run_with_non_finite_metrics_is_stored_as_failed(tmp_path, monkeypatch
     assert rows[2].status == "failed" and "curve=[1.0, inf]" in rows[2].error
 
 
-def test_configs_made_in_python_are_checked_too():
-    exp = Experiment("probe-nan", "nan metrics", "nothing", _NanConfig, _nan_run, limits={"lr": "(0,1]"})
+@dataclass
+class _RangedConfig:
+    lr: Annotated[float, pydantic.Field(gt=0, le=1)] = 1.0
+    steps: tuple[Count, ...] = (1, 2)
+    decay: Annotated[float, annotated_types.Ge(0)] = 0.0
+    seed: int = 0
+
+
+def test_configs_made_in_python_are_checked_against_the_ranges_their_fields_declare():
+    exp = Experiment("probe-range", "ranges", "nothing", _RangedConfig, _nan_run)
     assert exp.make_config(lr=0.5).lr == 0.5
-    for bad, message in [(2.0, "must be \\(0,1\\]"), (0.0, "must be"), ("x", "expected float, got str"),
-                         (True, "expected float, got bool")]:
+    assert exp.field_limits() == {"lr": "(0,1]", "steps": ">=1", "decay": ">=0", "seed": f"[0,{2**63 - 1}]"}
+    for key, bad, message in [("lr", 2.0, "lr=2.0 .*must be \\(0,1\\]"), ("lr", 0.0, "must be \\(0,1\\]"),
+                              ("lr", "x", "expected float, got str"), ("lr", True, "expected float, got bool"),
+                              ("lr", math.inf, "must be finite"), ("steps", (1, 0), "must be >=1"),
+                              ("decay", -1e-9, "must be >=0"), ("seed", -1, "must be \\[0,")]:
         with pytest.raises(ValueError, match=message):
-            exp.make_config(lr=bad)
-    with pytest.raises(ValueError, match="bad limit"):
-        Experiment("probe-bad", "", "", _NanConfig, _nan_run, limits={"lr": "positive"})
+            exp.make_config(**{key: bad})
 
 
 # ------------------------------------------------------------------------------------------------ the store

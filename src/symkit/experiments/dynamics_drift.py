@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from symkit.experiments.fields import Count, CountOrZero, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, progress, register
 
 GROUPS = ("perm", "trans", "onedtrans", "rot", "transrot", "rot-shapes")
@@ -31,18 +32,18 @@ MODES = ("nom", "aug", "equi")
 @dataclass
 class DriftConfig:
     group: str = "trans"  # one of GROUPS
-    size: int = 14  # image side (digits and shapes)
-    nodes: int = 10  # graph size for "perm" (two clusters of nodes // 2)
-    channels: int = 8  # hidden channels of the equivariant layers
-    head: int = 16  # width of the invariant features and of the FC head
-    samples: int = 500
-    batch_size: int = 25
-    steps: int = 50  # full-batch gradient steps ("epochs")
-    lr: float = 0.05
-    aug_passes: int = 25  # N: passes over the data, one Haar-uniform g per mini-batch
-    runs: int = 5  # repetitions (independent initialisations) inside one run
-    threads: int = 1  # torch threads during the run (the layers are many small ops: one thread is fastest)
-    seed: int = 0
+    size: Count = 14  # image side (digits and shapes)
+    nodes: Count = 10  # graph size for "perm" (two clusters of nodes // 2)
+    channels: Count = 8  # hidden channels of the equivariant layers
+    head: Count = 16  # width of the invariant features and of the FC head
+    samples: Count = 500
+    batch_size: Count = 25
+    steps: Count = 50  # full-batch gradient steps ("epochs")
+    lr: Positive = 0.05
+    aug_passes: CountOrZero = 25  # N: passes over the data, one Haar-uniform g per mini-batch
+    runs: Count = 5  # repetitions (independent initialisations) inside one run
+    threads: CountOrZero = 1  # torch threads during the run (the layers are many small ops: one thread is fastest)
+    seed: Seed = 0
 
 
 def _task(cfg: DriftConfig):

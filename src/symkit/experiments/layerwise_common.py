@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from symkit.experiments.fields import Count, CountOrZero, Positive, Seed
 from symkit.marglik import MarglikConfig, MarglikResult, path_diagnostics, train_marglik
 from symkit.marglik.training import hyper_update
 
@@ -26,26 +27,26 @@ class LayerwiseConfig:
 
     method: str = "laplace"  # "laplace" (learned prior variances) or "map" (unit prior variances)
     combine: str = "rms"  # paths summed / sqrt(n); the paper's code averages ("mean"), see docs/marglik.md
-    alpha: int = 4
-    digit_size: int = 8
-    n_epochs: int = 60
-    burnin: int = 10
-    frequency: int = 5
-    n_hypersteps: int = 20
+    alpha: CountOrZero = 4
+    digit_size: Count = 8
+    n_epochs: Count = 60
+    burnin: CountOrZero = 10
+    frequency: Count = 5
+    n_hypersteps: Count = 20
     # for θ: SGD with momentum 0.9, as in the authors' code. With Adam (the paper's text; use lr=0.003, since 0.01
     # killed every ReLU of these narrow, BN-free networks) the learned quadrant model stayed 7.4 points below CONV on
     # the digit task: Adam rescales the prior's gradient per parameter, so a growing precision does not shrink a path.
     optimizer: str = "sgd"
-    lr: float = 0.03  # SGD; 0.1 collapsed to a constant predictor here
-    lr_hyp: float = 0.1
-    batch_size: int = 32  # 1300 images: 128 gives too few steps per epoch
-    mc_samples: int = 4
-    prior_prec_init: float = 1.0  # every group's initial prior precision
+    lr: Positive = 0.03  # SGD; 0.1 collapsed to a constant predictor here
+    lr_hyp: Positive = 0.1
+    batch_size: Count = 32  # 1300 images: 128 gives too few steps per epoch
+    mc_samples: Count = 4
+    prior_prec_init: Positive = 1.0  # every group's initial prior precision
     prior_structure: str = "tensor"  # one precision per parameter tensor (the code); "path": per layer and path
-    n_test: int = 497
-    threads: int = 1
+    n_test: Count = 497
+    threads: CountOrZero = 1
     plot_dir: str = ""
-    seed: int = 0
+    seed: Seed = 0
 
 
 @dataclass

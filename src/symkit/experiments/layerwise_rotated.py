@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from symkit.datasets.quadrant_digits import transformed_digits
+from symkit.experiments.fields import Count, CountOrZero, Positive
 from symkit.experiments.layerwise_common import LayerwiseConfig, fit_layerwise
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 from symkit.marglik import accuracy, effective_layer_types
@@ -24,13 +25,13 @@ from symkit.nn.relaxed import RelaxedCNN, count_parameters
 class LayerwiseRotatedConfig(LayerwiseConfig):
     transform: str = "rotated"  # none, translated, rotated, rotated_translated
     model: str = "ffc+conv+gconv"
-    alpha: int = 2
-    canvas: int = 16
-    max_shift: int = 4
-    n_epochs: int = 30
+    alpha: CountOrZero = 2
+    canvas: Count = 16
+    max_shift: CountOrZero = 4
+    n_epochs: Count = 30
     optimizer: str = "adam"  # the numbers in docs/marglik.md were measured with Adam at rate 0.003
-    lr: float = 0.003
-    mc_samples: int = 2
+    lr: Positive = 0.003
+    mc_samples: Count = 2
 
 
 def run(cfg: LayerwiseRotatedConfig) -> dict:

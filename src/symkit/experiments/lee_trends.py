@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from symkit.experiments.fields import Count, CountOrZero, Fraction, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.measure import (
     discrete_shift_consistency,
@@ -61,21 +62,21 @@ class LEETrendsConfig:
     """Settings; the defaults are the full study (a few minutes per architecture on one core)."""
 
     arch: str = "cnn"
-    image_size: int = 32
-    width: int = 32  # CNN base width / token dimension
-    depth: int = 4  # CNN stages are 2; mixer / ViT blocks
-    patch: int = 4
-    epochs: int = 20
-    max_steps: int = 0  # 0: no cap
-    batch_size: int = 64
-    lr: float = 1e-3
-    augment_pixels: float = 0.0  # random translations of up to this many pixels during training
-    test_fraction: float = 0.3
-    n_eval: int = 100  # images per split for end-to-end LEE (the thesis uses 100)
-    layer_images: int = 20  # images for layer-wise attribution (the thesis uses 20)
-    shift_noise: float = 0.3  # std of the Gaussian noise of the shifted split (in [0, 1] pixel units)
-    num_threads: int = 0  # torch threads during the run (0: leave unchanged); small models run best on 1
-    seed: int = 0
+    image_size: Count = 32
+    width: Count = 32  # CNN base width / token dimension
+    depth: Count = 4  # CNN stages are 2; mixer / ViT blocks
+    patch: Count = 4
+    epochs: Count = 20
+    max_steps: CountOrZero = 0  # 0: no cap
+    batch_size: Count = 64
+    lr: Positive = 1e-3
+    augment_pixels: NonNegative = 0.0  # random translations of up to this many pixels during training
+    test_fraction: Fraction = 0.3
+    n_eval: Count = 100  # images per split for end-to-end LEE (the thesis uses 100)
+    layer_images: CountOrZero = 20  # images for layer-wise attribution (the thesis uses 20)
+    shift_noise: NonNegative = 0.3  # std of the Gaussian noise of the shifted split (in [0, 1] pixel units)
+    num_threads: CountOrZero = 0  # torch threads during the run (0: leave unchanged); small models run best on 1
+    seed: Seed = 0
 
 
 def _model(config: LEETrendsConfig) -> nn.Module:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from symkit.datasets.rotated_digits import centred_digits, rotated_digits, split_indices
+from symkit.experiments.fields import Count, CountOrZero, Fraction, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 from symkit.nn.powernet import PowerNet
 from symkit.train import Trainer, predict
@@ -29,22 +30,22 @@ class AngleConfig:
     """Settings; defaults are the full run (about 2–4 minutes per base on one core)."""
 
     base: str = "rotation"
-    canvas: int = 28
-    digit_size: int = 20
-    channels: tuple[int, ...] = (8, 16, 32, 32)
-    num_layers: int = 2
-    kernel_size: int = 5
-    rotation_step: float = math.pi / 8
-    scaling_step: float = 0.1
-    epochs: int = 15
-    batch_size: int = 64
-    lr: float = 0.01
-    weight_decay: float = 1e-4
-    test_fraction: float = 0.2
-    test_copies: int = 4
-    train_subset: int = 0  # 0: every training digit
-    max_angle: float = math.pi
-    seed: int = 0
+    canvas: Count = 28
+    digit_size: Count = 20
+    channels: tuple[Count, ...] = (8, 16, 32, 32)
+    num_layers: CountOrZero = 2
+    kernel_size: Count = 5
+    rotation_step: Positive = math.pi / 8
+    scaling_step: Positive = 0.1
+    epochs: Count = 15
+    batch_size: Count = 64
+    lr: Positive = 0.01
+    weight_decay: NonNegative = 1e-4
+    test_fraction: Fraction = 0.2
+    test_copies: Count = 4
+    train_subset: CountOrZero = 0  # 0: every training digit
+    max_angle: NonNegative = math.pi
+    seed: Seed = 0
 
 
 def _wrap(a: torch.Tensor) -> torch.Tensor:

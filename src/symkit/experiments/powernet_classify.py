@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from symkit._checks import check_int
 from symkit.datasets.rotated_digits import augmented_digits, centred_digits, split_indices
+from symkit.experiments.fields import Count, CountOrZero, Fraction, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, PaperValue, register
 from symkit.nn.powernet import ConvNet, PowerNet
 from symkit.stats import interval, mean_and_error
@@ -42,28 +43,28 @@ from symkit.train import Trainer, predict
 class ClassifyConfig:
     """Settings; defaults are the full run (about 12 minutes per seed on one core)."""
 
-    canvas: int = 28
-    digit_size: int = 14
-    max_shift: float = 5.0
-    scale_low: float = 0.8
-    scale_high: float = 1.2
-    channels: tuple[int, ...] = (8, 16, 32, 64)  # 4x the paper's (2, 4, 8, 16): see the module docstring
-    num_layers: int = 2
-    kernel_size: int = 5
+    canvas: Count = 28
+    digit_size: Count = 14
+    max_shift: NonNegative = 5.0
+    scale_low: Positive = 0.8
+    scale_high: Positive = 1.2
+    channels: tuple[Count, ...] = (8, 16, 32, 64)  # 4x the paper's (2, 4, 8, 16): see the module docstring
+    num_layers: CountOrZero = 2
+    kernel_size: Count = 5
     bases: tuple[str, ...] = ("rotation", "scaling", "shift_up", "shift_right")
     combine: str = "sum"
     init: str = "uniform"  # the CNN's (nn.Conv2d) initialisation, so the two models start alike
-    rotation_step: float = math.pi / 8
-    scaling_step: float = 0.1
-    epochs: int = 60  # 20 epochs at lr 1e-3 left both models far from converged (CNN 44-52%, PowerNet 31%)
-    batch_size: int = 64
-    lr: float = 1e-2
-    weight_decay: float = 1e-4
-    test_fraction: float = 0.2
-    test_copies: int = 4
-    train_subset: int = 0  # 0: every training digit
-    cnn_inits: int = 2  # CNNs trained from different initial weights on the same data: the gap's noise floor
-    seed: int = 0
+    rotation_step: Positive = math.pi / 8
+    scaling_step: Positive = 0.1
+    epochs: Count = 60  # 20 epochs at lr 1e-3 left both models far from converged (CNN 44-52%, PowerNet 31%)
+    batch_size: Count = 64
+    lr: Positive = 1e-2
+    weight_decay: NonNegative = 1e-4
+    test_fraction: Fraction = 0.2
+    test_copies: Count = 4
+    train_subset: CountOrZero = 0  # 0: every training digit
+    cnn_inits: Count = 2  # CNNs trained from different initial weights on the same data: the gap's noise floor
+    seed: Seed = 0
 
 
 def _powers(config: ClassifyConfig) -> list[tuple[int, ...]] | None:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from symkit.experiments.fields import Seed
 from symkit.experiments.registry import Experiment, Plot, register
 
 TIERS = ("quick", "full", "all")
@@ -27,7 +28,7 @@ class RanksConfig:
     table: str = "A.1"
     group: str = ""
     rep: str = ""
-    seed: int = 0
+    seed: Seed = 0
 
 
 def _tables() -> Any:

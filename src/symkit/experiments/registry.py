@@ -17,9 +17,10 @@ Anatomy of an experiment:
 - ``summarize``: optional, extra report text built from the seed-aggregated rows (see :data:`Summarize`).
 - ``figures``: optional, figures that need the individual runs (curves, say) rather than seed means (see
   :data:`Figures`); ``symkit report`` calls it beside the declared ``plots``.
-- ``limits``: ranges of config fields, ``{"lr": ">0", "test_fraction": "(0,1)"}``, checked with the common ones
-  (:data:`COMMON_LIMITS`) whenever a config is made; ``validate(config)``, optional, raises ``ValueError`` for
-  combinations of values that make no sense (see :func:`check_config`).
+- ranges: each config field declares its own, in its type (``epochs: Count``, ``lr: Positive``, or any
+  ``Annotated[float, pydantic.Field(gt=0, le=1)]``; :mod:`symkit.experiments.fields`), checked by pydantic whenever
+  a config is made; ``validate(config)``, optional, raises ``ValueError`` for combinations of values that make no
+  sense (see :meth:`Experiment.check_config`).
 
 Modules outside the package can register experiments too: list them, comma-separated, in the environment variable
 ``SYMKIT_EXPERIMENT_MODULES`` and they are imported with the built-in ones (worker processes inherit it). A module
@@ -34,6 +35,7 @@ import importlib
 import itertools
 import json
 import math
+import operator
 import os
 import pkgutil
 import traceback
@@ -45,6 +47,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
+from symkit.experiments.fields import Seed
 from symkit.progress import progress_bar
 
 Metrics = dict[str, Any]
@@ -87,68 +90,50 @@ class Plot:
             raise ValueError(f"Plot kind must be 'line', 'bar' or 'scatter', got {self.kind!r}")
 
 
-#: ranges every experiment's config fields of these names must satisfy (an experiment's own ``limits`` win).
-#: Syntax: ">0", ">=1", "<=10", "[0,1]" (closed) or "(0,1)" (open); a sequence's items are each checked.
-COMMON_LIMITS: dict[str, str] = {
-    **dict.fromkeys(
-        ["epochs", "n_epochs", "steps", "iters", "inner_steps", "outer_steps", "n_hypersteps",
-         "batch_size", "n_train", "n_test", "n_runs", "runs", "restarts", "inits", "samples", "mc_samples",
-         "width", "depth", "ch", "channels", "test_copies", "cnn_inits",
-         "digit_size", "canvas", "size", "nodes", "embed", "hidden", "length", "dims", "frequency", "n_eval",
-         "kernel_size", "patch", "image_size", "head", "a_size", "n", "rank"],
-        ">=1"),
-    **dict.fromkeys(
-        ["lr", "lr_hyp", "inner_lr", "outer_lr", "rotation_step", "scaling_step", "sigma_equivariant",
-         "sigma_basic", "prior_prec_init"],
-        ">0"),
-    **dict.fromkeys(
-        ["weight_decay", "noise", "noise_std", "augment_pixels", "shift_noise", "max_shift", "burnin", "num_layers",
-         "aug_passes", "n_val", "n_hyper", "layer_images", "refit_steps", "neumann_iters", "augerino_samples",
-         "outer_patience", "refit_patience", "alpha", "max_angle",
-         "max_steps", "train_subset", "threads", "num_threads"],  # 0 means "no limit", "all" or "automatic" here
-        ">=0"),
-    "test_fraction": "(0,1)",
-    "seed": f"[0,{2**63 - 1}]",  # SQLite stores seeds as signed 64-bit integers
-}
+def _bound_of(item: Any) -> list[tuple[str, Any]]:
+    """The (operator, value) bounds one piece of ``Annotated`` metadata declares (pydantic ``Field(ge=...)`` or an
+    ``annotated_types`` bound such as ``Ge(1)``)."""
+    out = []
+    for meta in getattr(item, "metadata", None) or [item]:
+        for op in ("gt", "ge", "lt", "le"):
+            if getattr(meta, op, None) is not None:
+                out.append((op, getattr(meta, op)))
+    return out
 
 
-def _number(text: str) -> float:
-    """An int when the text is one (so that 2**63 - 1 stays exact), else a float."""
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
+def _bounds(tp: Any) -> list[tuple[str, Any]]:
+    """The range ``tp`` declares for its numbers: its own ``Annotated`` metadata, or that of a sequence's items."""
+    if typing.get_origin(tp) is typing.Annotated:
+        return [b for item in typing.get_args(tp)[1:] for b in _bound_of(item)] or _bounds(typing.get_args(tp)[0])
+    if _is_sequence(tp):
+        return [b for arg in typing.get_args(tp) if arg is not Ellipsis for b in _bounds(arg)]
+    return []
 
 
-@dataclass(frozen=True)
-class _Range:
-    lo: float | None
-    lo_closed: bool
-    hi: float | None
-    hi_closed: bool
-    text: str
+def range_text(tp: Any) -> str | None:
+    """The declared range as text: ``>=1``, ``>0``, ``[0,1]``, ``(0,1)``; None when ``tp`` declares none."""
+    bounds = dict(_bounds(tp))
+    lo = ("[", bounds["ge"]) if "ge" in bounds else ("(", bounds["gt"]) if "gt" in bounds else None
+    hi = ("]", bounds["le"]) if "le" in bounds else (")", bounds["lt"]) if "lt" in bounds else None
+    if lo and hi:
+        return f"{lo[0]}{lo[1]},{hi[1]}{hi[0]}"
+    if lo:
+        return f"{'>=' if lo[0] == '[' else '>'}{lo[1]}"
+    if hi:
+        return f"{'<=' if hi[0] == ']' else '<'}{hi[1]}"
+    return None
 
-    @classmethod
-    def parse(cls, text: str) -> _Range:
-        t = text.replace(" ", "")
-        try:
-            if t[:1] in "[(" and t[-1:] in "])":
-                lo, hi = t[1:-1].split(",")
-                return cls(_number(lo), t[0] == "[", _number(hi), t[-1] == "]", text)
-            for op, closed in ((">=", True), (">", False)):
-                if t.startswith(op):
-                    return cls(_number(t[len(op):]), closed, None, False, text)
-            for op, closed in (("<=", True), ("<", False)):
-                if t.startswith(op):
-                    return cls(None, False, _number(t[len(op):]), closed, text)
-        except ValueError:
-            pass
-        raise ValueError(f"bad limit {text!r}: expected '>0', '>=1', '<=10', '[0,1]' or '(0,1)'")
 
-    def holds(self, x: float) -> bool:
-        if self.lo is not None and not (x >= self.lo if self.lo_closed else x > self.lo):
-            return False
-        return self.hi is None or (x <= self.hi if self.hi_closed else x < self.hi)
+def _bare(tp: Any) -> Any:
+    """``tp`` without its ``Annotated`` metadata (at any depth): the type the command line parses to."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Annotated:
+        return _bare(args[0])
+    if origin in (tuple, list) and args:
+        return origin[tuple(a if a is Ellipsis else _bare(a) for a in args)]
+    if origin in (typing.Union, getattr(types, "UnionType", None)):
+        return functools.reduce(operator.or_, (_bare(a) for a in args))
+    return tp
 
 
 def _numbers(value: Any) -> list[Any]:
@@ -192,7 +177,6 @@ class Experiment:
     points: Callable[[bool], Sequence[Mapping[str, Any]]] | None = None
     summarize: Summarize | None = None
     figures: Figures | None = None
-    limits: Mapping[str, str] = field(default_factory=dict)
     validate: Callable[[Any], None] | None = None
 
     def __post_init__(self) -> None:
@@ -201,42 +185,43 @@ class Experiment:
         names = {f.name for f in dataclasses.fields(self.config)}
         if "seed" not in names:
             raise TypeError(f"experiment {self.name!r}: config {self.config.__name__} needs a 'seed' field")
-        for key in [*self.quick, *self.sweep, *(self.quick_sweep or {}), *self.limits]:
+        for key in [*self.quick, *self.sweep, *(self.quick_sweep or {})]:
             if key not in names:
                 raise TypeError(
                     f"experiment {self.name!r}: {key!r} is not a field of {self.config.__name__} "
                     f"(fields: {', '.join(sorted(names))})"
                 )
-        for text in self.limits.values():
-            _Range.parse(text)
 
     def field_limits(self) -> dict[str, str]:
-        """The range each config field must lie in: :data:`COMMON_LIMITS` for the fields it names, then
-        ``limits``."""
-        names = set(self.field_names())
-        return {**{k: v for k, v in COMMON_LIMITS.items() if k in names}, **self.limits}
+        """The range each config field declares (``Annotated`` metadata, see :mod:`symkit.experiments.fields`), as
+        text; the seed is always within what the results store holds."""
+        out = {name: range_text(tp) for name, tp in self.field_types().items()}
+        out["seed"] = out.get("seed") or range_text(Seed)
+        return {k: v for k, v in out.items() if v is not None}
 
     def check_config(self, config: Any) -> None:
         """Raise ``ValueError`` naming the field and what was expected if ``config`` makes no sense: a value of the
-        wrong type, a float that is not finite, a value outside its range, or a combination ``validate`` rejects."""
+        wrong type, a float that is not finite, a value outside the range its field declares (pydantic validates
+        the ``Annotated`` type strictly), or a combination ``validate`` rejects."""
         types_ = self.field_types()
-        limits = {k: _Range.parse(v) for k, v in self.field_limits().items()}
         for f in dataclasses.fields(config):
             value = getattr(config, f.name)
-            wrong = _type_error(types_.get(f.name), value)
+            tp = types_.get(f.name)
+            if f.name == "seed" and not _bounds(tp):
+                tp = Seed
+            wrong = _type_error(_bare(tp), value)
             if wrong is not None:
                 raise ValueError(
                     f"setting {f.name}={value!r} of experiment {self.name!r}: expected "
-                    f"{_type_name(types_.get(f.name))}, got {wrong}"
+                    f"{_type_name(_bare(tp))}, got {wrong}"
                 )
             for x in _numbers(value):
                 if isinstance(x, float) and not math.isfinite(x):
                     raise ValueError(f"setting {f.name}={value!r} of experiment {self.name!r}: must be finite")
-                rng = limits.get(f.name)
-                if rng is not None and not rng.holds(x):
-                    raise ValueError(
-                        f"setting {f.name}={value!r} of experiment {self.name!r}: must be {rng.text}"
-                    )
+            if _type_error(tp, value) is not None:
+                raise ValueError(
+                    f"setting {f.name}={value!r} of experiment {self.name!r}: must be {range_text(tp)}"
+                )
         if self.validate is not None:
             self.validate(config)
 
@@ -247,7 +232,7 @@ class Experiment:
     def field_types(self) -> dict[str, Any]:
         """The config's field types (resolved annotations), by name."""
         try:
-            hints = typing.get_type_hints(self.config)
+            hints = typing.get_type_hints(self.config, include_extras=True)
         except Exception:  # unresolvable annotations: fall back to the raw ones
             hints = {}
         return {f.name: hints.get(f.name, f.type) for f in dataclasses.fields(self.config)}
@@ -265,11 +250,11 @@ class Experiment:
                 f"experiment {self.name!r} has no setting {key!r}; valid settings: {', '.join(self.field_names())}"
             )
         try:
-            return _parse_as(types_[key], text)
+            return _parse_as(_bare(types_[key]), text)
         except (ValueError, TypeError) as exc:
             raise ValueError(
                 f"bad value {text!r} for setting {key!r} of experiment {self.name!r}: expected "
-                f"{_type_name(types_[key])} ({exc})"
+                f"{_type_name(_bare(types_[key]))} ({exc})"
             ) from None
 
     def make_config(self, quick: bool = False, **overrides: Any) -> Any:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from symkit.datasets.synthetic import inertia, modified_inertia
+from symkit.experiments.fields import Count, CountOrZero, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.groups import SL, O
 from symkit.nn.emlp import EMLP, MLP
@@ -34,16 +35,16 @@ MODELS = ("mlp", "emlp", "rpp")
 class Config:
     setting: str = "approximate"
     model: str = "rpp"
-    n_train: int = 1000
-    n_test: int = 1000
-    ch: int = 128  # thesis: 384 (`--set ch=384 epochs=500` for the paper's size; hours on two cores)
-    num_layers: int = 3
-    epochs: int = 300
-    batch_size: int = 500
-    lr: float = 3e-3
-    sigma_equivariant: float = math.sqrt(1e5)
-    sigma_basic: float = 1.0
-    seed: int = 0
+    n_train: Count = 1000
+    n_test: Count = 1000
+    ch: Count = 128  # thesis: 384 (`--set ch=384 epochs=500` for the paper's size; hours on two cores)
+    num_layers: CountOrZero = 3
+    epochs: Count = 300
+    batch_size: Count = 500
+    lr: Positive = 3e-3
+    sigma_equivariant: Positive = math.sqrt(1e5)
+    sigma_basic: Positive = 1.0
+    seed: Seed = 0
 
 
 def _build(config: Config) -> torch.nn.Module:

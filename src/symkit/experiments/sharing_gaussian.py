@@ -17,6 +17,7 @@ from symkit.actions.partition import identity_partition, labels_to_assignment, p
 from symkit.datasets.sharing import gaussian_shared_means
 from symkit.discover.bilevel import brute_force_search, relaxed_closed_form
 from symkit.discover.theory import cluster_average
+from symkit.experiments.fields import Count, Positive, Seed
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 from symkit.stats import interval
 
@@ -25,19 +26,19 @@ PENALTIES = {"none": (0.0, 0.0), "entropy": (1e-2, 0.0), "both": (1e-2, 1e-2)}
 
 @dataclass
 class GaussianSharingConfig:
-    dims: int = 4
-    rank: int = 1
+    dims: Count = 4
+    rank: Count = 1
     penalties: str = "both"  # none | entropy | both
-    n: int = 100
-    n_train: int = 30
-    n_runs: int = 200
-    iters: int = 1000
-    restarts: int = 3
+    n: Count = 100
+    n_train: Count = 30
+    n_runs: Count = 200
+    iters: Count = 1000
+    restarts: Count = 3
     optimizer: str = "rmsprop"
-    lr: float = 2e-2
+    lr: Positive = 2e-2
     brute_force: bool = True
     legacy_data: bool = True  # the reference generator's RandomState draws (identical samples for rank 1)
-    seed: int = 0
+    seed: Seed = 0
 
 
 def _mean_ci(x: np.ndarray) -> tuple[float, float]:

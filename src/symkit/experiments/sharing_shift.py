@@ -16,6 +16,7 @@ from symkit.actions.partition import partition_distance
 from symkit.datasets.sharing import cross_correlation
 from symkit.discover.groups import implied_group
 from symkit.discover.linear import discover_linear_sharing, ols, tied_least_squares
+from symkit.experiments.fields import Count, CountOrZero, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 
 SIZES = {6: (3, 2), 15: (5, 3), 35: (7, 3), 80: (10, 3)}  # A size -> (K_in, kernel size); App. E.1 and inferred
@@ -23,16 +24,16 @@ SIZES = {6: (3, 2), 15: (5, 3), 35: (7, 3), 80: (10, 3)}  # A size -> (K_in, ker
 
 @dataclass
 class ShiftSharingConfig:
-    a_size: int = 15  # 6, 15, 35 or 80
-    n_train: int = 50
-    n_val: int = 100
-    n_test: int = 10000
-    noise_std: float = 0.1**0.5
-    n_runs: int = 5
-    iters: int = 1000
-    restarts: int = 3
-    lr: float = 0.1
-    seed: int = 0
+    a_size: Count = 15  # 6, 15, 35 or 80
+    n_train: Count = 50
+    n_val: CountOrZero = 100
+    n_test: Count = 10000
+    noise_std: NonNegative = 0.1**0.5
+    n_runs: Count = 5
+    iters: Count = 1000
+    restarts: Count = 3
+    lr: Positive = 0.1
+    seed: Seed = 0
 
 
 def run(cfg: ShiftSharingConfig) -> dict:

@@ -26,34 +26,35 @@ from symkit.datasets.sharing import sum_of_numbers
 from symkit.discover.baselines import AugerinoPermutation
 from symkit.discover.bilevel import fit_implicit, fit_model_parameters, harden_
 from symkit.discover.groups import implied_group
+from symkit.experiments.fields import Count, CountOrZero, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.nn.sharing import SumOfNumbersNet, column_group_norm, entropy_penalty
 
 
 @dataclass
 class SumSharingConfig:
-    length: int = 4
+    length: Count = 4
     variant: str = "standard"  # standard | negated
-    n_train: int = 100
-    n_val: int = 150
-    n_hyper: int = 250
-    n_test: int = 20000
-    noise: float = 0.5
-    embed: int = 500
-    hidden: int = 50
-    inits: int = 3
-    inner_steps: int = 20
-    outer_steps: int = 150
-    outer_patience: int = 50
-    inner_lr: float = 1e-3
-    outer_lr: float = 5e-2
+    n_train: Count = 100
+    n_val: CountOrZero = 150
+    n_hyper: CountOrZero = 250
+    n_test: Count = 20000
+    noise: NonNegative = 0.5
+    embed: Count = 500
+    hidden: Count = 50
+    inits: Count = 3
+    inner_steps: Count = 20
+    outer_steps: Count = 150
+    outer_patience: CountOrZero = 50
+    inner_lr: Positive = 1e-3
+    outer_lr: Positive = 5e-2
     hypergrad: str = "neumann"  # neumann | cg | identity
-    neumann_iters: int = 20
-    refit_steps: int = 3000
-    refit_patience: int = 300
+    neumann_iters: CountOrZero = 20
+    refit_steps: CountOrZero = 3000
+    refit_patience: CountOrZero = 300
     baselines: bool = True
-    augerino_samples: int = 3
-    seed: int = 0
+    augerino_samples: CountOrZero = 3
+    seed: Seed = 0
 
 
 @dataclass

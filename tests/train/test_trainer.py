@@ -128,3 +128,73 @@ def test_bad_input_is_a_clear_error(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="cannot resume from .*bad.pt"):
         Trainer(model, _mse, checkpoint=bad).fit((x, y))
+
+
+def _quadratic_with_a_bad_region():
+    """A 1-D parameter walked by SGD from 0 towards 3 on (p - 3)^2, whose reported 'loss' is worst past 1.5:
+    a bilevel-like outer loss that is not the training objective."""
+    model = nn.Module()
+    model.p = nn.Parameter(torch.zeros((), dtype=torch.float64))
+    seen = []
+
+    def gradient(m):
+        m.p.grad = 2 * (m.p.detach() - 3)
+        value = float((m.p.detach() - 1.5) ** 2)
+        seen.append((float(m.p.detach()), value))
+        return value
+
+    return model, gradient, seen
+
+
+def test_monitoring_the_step_loss_keeps_the_parameters_that_gave_it_and_skips_the_update_that_stops():
+    model, gradient, seen = _quadratic_with_a_bad_region()
+    result = Trainer(model, gradient=gradient, optimizer="sgd", momentum=0.0, lr=0.1, epochs=100, monitor="loss",
+                     patience=3).fit()
+    values = [v for _, v in seen]
+    best = min(range(len(values)), key=values.__getitem__)
+    assert result.stopped_early and len(result.history) == best + 4  # 3 worse steps after the best one, then stop
+    assert result.steps == best + 3  # the step that ran out of patience took no update
+    assert float(model.p.detach()) == seen[best][0] and result.best_validation == values[best]
+    assert result.losses == values
+
+
+def test_the_improvement_threshold_and_a_validate_function_do_not_mix():
+    model, gradient, seen = _quadratic_with_a_bad_region()
+    Trainer(model, gradient=gradient, optimizer="sgd", momentum=0.0, lr=0.01, epochs=200, monitor="loss",
+            improvement=0.5, patience=2).fit()
+    best, expected = None, None
+    for p, v in seen:  # only a value below best / 1.5 counts as an improvement
+        if best is None or v < best / 1.5:
+            best, expected = v, p
+    assert float(model.p.detach()) == expected
+    assert min(v for _, v in seen) < best  # the threshold kept an earlier, slightly worse point
+    with pytest.raises(ValueError, match="monitor='loss'"):
+        Trainer(model, gradient=gradient, monitor="loss", validate=lambda m: 0.0)
+    with pytest.raises(ValueError, match="monitor must be"):
+        Trainer(model, gradient=gradient, monitor="val")
+
+
+def test_plateau_schedule_cuts_the_rate_after_warmup_and_clip_bounds_the_step():
+    model = nn.Module()
+    model.p = nn.Parameter(torch.zeros((), dtype=torch.float64))
+
+    def flat(m):  # a loss that never improves, with a huge gradient
+        m.p.grad = torch.tensor(1e6, dtype=torch.float64)
+        return 1.0
+
+    trainer = Trainer(model, gradient=flat, optimizer="sgd", momentum=0.0, lr=0.1, epochs=12, schedule="plateau",
+                      plateau_patience=2, plateau_factor=0.5, warmup=4, clip=1.0)
+    trainer.fit()
+    # steps 0-3: warm-up, no schedule; from step 4 the plateau scheduler sees 1.0 every step: its first call sets the
+    # best, then it cuts the rate after more than 2 non-improving calls (at calls 4 and 7 of 8)
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**2)
+    assert abs(float(model.p)) <= 12 * 0.1 + 1e-12  # every step moved p by at most lr * 1 (the clipped gradient)
+
+
+def test_rmsprop_is_an_optimizer_choice():
+    model = nn.Linear(2, 1, dtype=torch.float64)
+    x = torch.randn(64, 2, dtype=torch.float64)
+    y = x @ torch.tensor([[1.0], [-2.0]], dtype=torch.float64)
+    first = float(((model(x) - y) ** 2).mean())
+    Trainer(model, objective=lambda m: ((m(x) - y) ** 2).mean(), optimizer="rmsprop", lr=0.05, epochs=200).fit()
+    assert float(((model(x) - y) ** 2).mean()) < 0.01 * first

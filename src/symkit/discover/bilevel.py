@@ -149,13 +149,11 @@ def relaxed_closed_form(
         S0 = (torch.rand(shape, generator=gen, dtype=w_star.dtype) * 2 - 1) * init_scale
     else:
         raise ValueError(f"init must be 'normal' or 'uniform', got {init!r}")
-    S = nn.Parameter(S0)
-    if optimizer == "rmsprop":
-        opt: torch.optim.Optimizer = torch.optim.RMSprop([S], lr=lr, weight_decay=weight_decay)
-    elif optimizer == "adam":
-        opt = torch.optim.Adam([S], lr=lr, weight_decay=weight_decay)
-    else:
+    if optimizer not in ("rmsprop", "adam"):
         raise ValueError(f"optimizer must be 'rmsprop' or 'adam', got {optimizer!r}")
+    holder = nn.Module()
+    holder.S = nn.Parameter(S0)
+    S = holder.S
 
     def objective() -> tuple[torch.Tensor, torch.Tensor]:
         A = torch.softmax(S, -1)
@@ -168,13 +166,16 @@ def relaxed_closed_form(
             raise ValueError(f"val_loss must map theta {tuple(theta.shape)} to shape {(restarts, b)}, got {val.shape}")
         return val + sharing_penalty(A, entropy_weight, rank_weight, rank_penalty), A
 
-    history = []
-    for _ in progress_bar(range(iters), desc="sharing"):
-        obj, _ = objective()
-        opt.zero_grad()
-        obj.sum().backward()
-        opt.step()
+    history: list[float] = []
+
+    def total(_: nn.Module) -> torch.Tensor:
+        obj, _A = objective()
         history.append(float(obj.detach().mean()))
+        return obj.sum()
+
+    if iters:
+        Trainer(holder, objective=total, optimizer=optimizer, lr=lr, weight_decay=weight_decay, epochs=iters,
+                desc="sharing").fit()
     with torch.no_grad():
         obj, A = objective()
         best = obj.argmin(0)  # (B,)
@@ -331,67 +332,50 @@ def fit_implicit(
 ) -> ImplicitResult:
     """Algorithm 1 for a deep model with structure hyperparameters (:func:`hyper_parameters`).
 
-    Each outer step runs ``inner_steps`` AdamW steps on the training loss (warm-started), then one Adam step on the
-    hyperparameters with the IFT hypergradient of ``val_loss + penalty``. Gradient clipping, a plateau schedule after
-    ``warmup`` outer steps, and early stopping with ``patience`` on the outer objective, keeping the best
-    hyperparameters, follow the reference code. The model ends with the best hyperparameters loaded (not hardened).
+    The outer loop is a :class:`~symkit.train.Trainer` over the hyperparameters: each of its steps runs
+    ``inner_steps`` AdamW steps on the training loss (warm-started), then one Adam step with the IFT hypergradient of
+    ``val_loss + penalty``. Gradient clipping, a plateau schedule after ``warmup`` outer steps, and early stopping with
+    ``patience`` on the outer objective (``monitor='loss'``), keeping the best hyperparameters, follow the reference
+    code. The model ends with the best hyperparameters loaded (not hardened).
     ``callback(step, model, objective)`` is called after each hypergradient evaluation.
     """
     params = list(model_parameters(model))
     hparams = list(hyper_parameters(model))
     if not hparams:
         raise ValueError(f"{type(model).__name__} has no SoftAssignment, so there is no sharing to learn")
-    inner_opt = torch.optim.AdamW(params, lr=inner_lr, weight_decay=inner_weight_decay)
-    outer_opt = torch.optim.Adam(hparams, lr=outer_lr)
-    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(outer_opt, factor=0.5, patience=plateau_patience)
+    inner_opt = torch.optim.AdamW(params, lr=inner_lr, weight_decay=inner_weight_decay)  # warm-started throughout
 
     def objective() -> torch.Tensor:
         v = val_loss(model)
         return v + penalty(model) if penalty is not None else v
 
-    best, best_state, wait, history = float("inf"), None, 0, []
-    step = 0
-    for step in progress_bar(range(outer_steps), desc="outer"):
+    def hyper_step(m: nn.Module) -> float:
+        """Solve the inner problem, then set the hyperparameters' gradients to the IFT hypergradient; returns the
+        outer objective at the current hyperparameters (what the outer trainer monitors)."""
         for _ in range(inner_steps):
             inner_opt.zero_grad()
-            train_loss(model).backward(inputs=params)
+            train_loss(m).backward(inputs=params)
             inner_opt.step()
-        alpha = neumann_alpha if neumann_alpha is not None else outer_opt.param_groups[0]["lr"]
+        alpha = neumann_alpha if neumann_alpha is not None else outer.optimizer.param_groups[0]["lr"]
         hg = implicit_hypergradient(
-            lambda: train_loss(model),
-            objective,
-            params,
-            hparams,
-            method=method,
-            iters=neumann_iters if method == "neumann" else cg_iters,
-            alpha=alpha,
-            neumann_scale=neumann_scale,
+            lambda: train_loss(m), objective, params, hparams, method=method,
+            iters=neumann_iters if method == "neumann" else cg_iters, alpha=alpha, neumann_scale=neumann_scale,
         )
-        with torch.no_grad():
-            obj = float(objective())
-        history.append(obj)
-        if callback is not None:
-            callback(step, model, obj)
-        if obj < best / 1.0001:
-            best, wait = obj, 0
-            best_state = [h.detach().clone() for h in hparams]
-        else:
-            wait += 1
-            if wait >= patience:
-                break
         for h, g in zip(hparams, hg):
             h.grad = g
-        if clip is not None:
-            torch.nn.utils.clip_grad_norm_(hparams, clip)
-        outer_opt.step()
-        if step >= warmup:
-            sched.step(obj)
-    if best_state is not None:
         with torch.no_grad():
-            for h, s in zip(hparams, best_state):
-                h.copy_(s)
+            return float(objective())
+
+    hooks = [] if callback is None else [lambda trainer, epoch, record: callback(epoch - 1, model, record["loss"])]
+    outer = Trainer(
+        model, gradient=hyper_step, params=hparams, optimizer="adam", lr=outer_lr, epochs=outer_steps,
+        monitor="loss", improvement=1e-4, patience=patience, clip=clip, schedule="plateau",
+        plateau_patience=plateau_patience, plateau_factor=0.5, warmup=warmup, hooks=hooks, desc="outer",
+    )
+    result = outer.fit()
     labels = [m.labels() for m in model.modules() if isinstance(m, SoftAssignment)]
-    return ImplicitResult(labels=labels, best_objective=best, history=history, outer_steps=step + 1)
+    return ImplicitResult(labels=labels, best_objective=result.best_validation, history=result.losses,
+                          outer_steps=len(result.history))
 
 
 def fit_model_parameters(

@@ -10,12 +10,19 @@ Two ways to feed it:
 - **a gradient of its own**: ``fit()`` with ``gradient(model) -> loss value``, which sets ``p.grad`` itself (the
   augmented and projected gradients of seed 002); the trainer takes the optimiser step.
 
-The optimiser (Adam, AdamW, SGD with momentum) and the schedule (constant, or cosine over all steps) come from
-the arguments. ``validate(model) -> float`` every ``validate_every`` steps (and after the last) drives early stopping
-(``patience`` in steps) and restores the best parameters; validation runs after the first step, then every
-``validate_every`` steps. ``checkpoint=path`` saves the model, optimiser, schedule,
-generator and history after every epoch (atomically) and ``fit`` resumes from it, so an interrupted run loses at
-most one epoch and a resumed run gives the same numbers as an uninterrupted one.
+The optimiser (Adam, AdamW, RMSprop, SGD with momentum) and the schedule (constant; cosine over all steps; or 'plateau':
+multiply the rate by ``plateau_factor`` when the loss has not improved for ``plateau_patience`` steps, after
+``warmup`` steps) come from the arguments; ``clip`` bounds the gradient norm.
+
+Early stopping: ``validate(model) -> float`` runs after the first step, then every ``validate_every`` steps (and
+after the last); it drives early stopping (``patience`` in steps) and the best parameters are restored at the end.
+``monitor='loss'`` watches the step's own loss instead, measured before its update, so the restored parameters are
+the ones that gave the best loss: the outer loop of a bilevel solver, whose loss is the validation objective once
+the inner problem is solved. A value counts as better below ``best / (1 + improvement)``.
+
+``checkpoint=path`` saves the model, optimiser, schedule, generator and history after every epoch (atomically) and
+``fit`` resumes from it, so an interrupted run loses at most one epoch and a resumed run gives the same numbers as an
+uninterrupted one.
 """
 
 from __future__ import annotations
@@ -36,8 +43,9 @@ from symkit.progress import progress_bar
 
 __all__ = ["Hook", "TrainResult", "Trainer", "predict"]
 
-OPTIMIZERS = ("adam", "adamw", "sgd")
-SCHEDULES = ("constant", "cosine")
+OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
+SCHEDULES = ("constant", "cosine", "plateau")
+MONITORS = ("validation", "loss")
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -99,6 +107,12 @@ class Trainer:
         accuracy: bool = False,
         checkpoint: str | os.PathLike | None = None,
         desc: str = "train",
+        monitor: str = "validation",
+        improvement: float = 0.0,
+        clip: float | None = None,
+        plateau_patience: int = 10,
+        plateau_factor: float = 0.5,
+        warmup: int = 0,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"Trainer: model must be an nn.Module, got {type(model).__name__}")
@@ -109,6 +123,15 @@ class Trainer:
             raise ValueError(f"Trainer: optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         if schedule not in SCHEDULES:
             raise ValueError(f"Trainer: schedule must be one of {SCHEDULES}, got {schedule!r}")
+        if monitor not in MONITORS:
+            raise ValueError(f"Trainer: monitor must be one of {MONITORS}, got {monitor!r}")
+        if monitor == "loss" and validate is not None:
+            raise ValueError("Trainer: monitor='loss' watches the step's own loss; give no validate function")
+        for name, value in (("improvement", improvement), ("clip", 1.0 if clip is None else clip)):
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"Trainer: {name} must be a finite number >= 0, got {value!r}")
+        if not 0 < plateau_factor < 1:
+            raise ValueError(f"Trainer: plateau_factor must be in (0, 1), got {plateau_factor!r}")
         for name, value in (("lr", lr), ("weight_decay", weight_decay), ("lr_min", lr_min)):
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"Trainer: {name} must be a finite number >= 0, got {value!r}")
@@ -135,6 +158,11 @@ class Trainer:
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         self.stop = False  # a hook may set it to end the run after the current epoch
+        self.monitor, self.improvement, self.clip = monitor, float(improvement), clip
+        self.plateau_patience = check_int("Trainer: plateau_patience", plateau_patience, 0)
+        self.plateau_factor, self.warmup = float(plateau_factor), check_int("Trainer: warmup", warmup, 0)
+        self._best_state: list[torch.Tensor] | None = None
+        self._wait = 0
 
     # ---------------------------------------------------------------------------------------------- set-up
     def _make_optimizer(self, steps_per_epoch: int) -> None:
@@ -142,6 +170,8 @@ class Trainer:
             opt = torch.optim.Adam(self.params, lr=self.lr, weight_decay=self.weight_decay)
         elif self.optimizer_name == "adamw":
             opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=self.weight_decay)
+        elif self.optimizer_name == "rmsprop":
+            opt = torch.optim.RMSprop(self.params, lr=self.lr, weight_decay=self.weight_decay)
         else:
             opt = torch.optim.SGD(self.params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
         self.optimizer = opt
@@ -149,6 +179,9 @@ class Trainer:
         if self.schedule == "cosine":
             self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
                 opt, T_max=max(1, self.epochs * steps_per_epoch), eta_min=self.lr_min)
+        elif self.schedule == "plateau":
+            self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+                opt, factor=self.plateau_factor, patience=self.plateau_patience, min_lr=self.lr_min)
 
     def _data_of(self, data: Any) -> Callable[[int], Batch] | None:
         if data is None:
@@ -178,8 +211,7 @@ class Trainer:
         steps_per_epoch = math.ceil(n / bs) if first is not None else 1
         self._make_optimizer(steps_per_epoch)
         result = TrainResult()
-        best_state: list[torch.Tensor] | None = None
-        wait = 0
+        self._best_state, self._wait = None, 0
         start_epoch = self._resume(result)
         total = self.epochs * steps_per_epoch if self.max_steps is None else min(self.max_steps,
                                                                                   self.epochs * steps_per_epoch)
@@ -202,27 +234,23 @@ class Trainer:
             for batch in batches:
                 if result.steps >= total:
                     break
-                loss, out, count = self._step(batch)
-                result.steps += 1
-                bar.update(1)
+                loss, out, count = self._step(batch, result)
                 if loss.device.type != "meta":  # meta tensors carry no values to report
                     loss_sum += float(loss.detach()) * count
                 if batch is not None:
                     n_seen += count
                     if self.accuracy and out.device.type != "meta":
                         correct += int((out.argmax(-1) == batch[1]).sum())
+                if result.stopped_early and self.monitor == "loss":
+                    break  # the step's loss ended the run before its update
+                result.steps += 1
+                bar.update(1)
                 if self.validate is not None and ((result.steps - 1) % self.validate_every == 0
                                                   or result.steps == total):
                     with torch.no_grad():
                         value = float(self.validate(self.model))
-                    if result.best_validation is None or value < result.best_validation:
-                        result.best_validation, wait = value, 0
-                        best_state = [p.detach().clone() for p in self.params]
-                    else:
-                        wait += self.validate_every
-                        if self.patience is not None and wait >= self.patience:
-                            result.stopped_early = self.stop = True
-                            break
+                    if self._observe(value, result, self.validate_every):
+                        break
             record: dict[str, Any] = {"epoch": epoch, "loss": loss_sum / max(n_seen, 1),
                                       "seconds": time.perf_counter() - t0}
             if self.accuracy and epoch_data is not None:
@@ -232,21 +260,48 @@ class Trainer:
             result.history.append(record)
             self._save(epoch, result)
         bar.close()
-        if best_state is not None:
+        if self._best_state is not None:
             with torch.no_grad():
-                for p, s in zip(self.params, best_state):
+                for p, s in zip(self.params, self._best_state):
                     p.copy_(s)
         return result
 
-    def _step(self, batch: Batch | None) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+    def _observe(self, value: float, result: TrainResult, steps: int) -> bool:
+        """Keep the best value (and the parameters that gave it) of the monitored quantity; True when ``patience``
+        has run out. Better means below ``best / (1 + improvement)``."""
+        best = result.best_validation
+        if best is None or value < best / (1 + self.improvement):
+            result.best_validation, self._wait = value, 0
+            self._best_state = [p.detach().clone() for p in self.params]
+            return False
+        self._wait += steps
+        if self.patience is not None and self._wait >= self.patience:
+            result.stopped_early = self.stop = True
+            return True
+        return False
+
+    def _update(self, loss_value: float, result: TrainResult) -> None:
+        """Clip, step the optimiser and the schedule (the plateau schedule on the step's loss, after ``warmup``)."""
+        if self.clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        self.optimizer.step()
+        if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            if result.steps >= self.warmup:
+                self.scheduler.step(loss_value)
+        elif self.scheduler is not None:
+            self.scheduler.step()
+
+    def _step(self, batch: Batch | None, result: TrainResult) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+        """One optimiser step. With ``monitor='loss'`` the loss is observed before the update (so the best
+        parameters are the ones that gave it), and an exhausted patience skips the update."""
         assert self.optimizer is not None
         out = None
         if self.gradient is not None:  # the method fills .grad itself (e.g. projected or augmented gradients)
-            value = self.gradient(self.model)
-            self.optimizer.step()
-            if self.scheduler is not None:
-                self.scheduler.step()
-            return torch.as_tensor(float(value)), None, 1
+            value = float(self.gradient(self.model))
+            if self.monitor == "loss" and self._observe(value, result, 1):
+                return torch.tensor(value, dtype=torch.float64), None, 1
+            self._update(value, result)
+            return torch.tensor(value, dtype=torch.float64), None, 1
         if batch is None:
             loss = self.objective(self.model)
             count = 1
@@ -261,9 +316,10 @@ class Trainer:
             loss = loss + self.penalty(self.model)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward(inputs=self.params)
-        self.optimizer.step()
-        if self.scheduler is not None:
-            self.scheduler.step()
+        value = float(loss.detach()) if loss.device.type != "meta" else 0.0
+        if self.monitor == "loss" and self._observe(value, result, 1):
+            return loss, out, count
+        self._update(value, result)
         return loss, out, count
 
     # ---------------------------------------------------------------------------------------------- checkpoints

@@ -278,3 +278,36 @@ def float64_default():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(previous)
+
+
+def _floats(module):
+    return {k: v.detach().clone() for k, v in module.state_dict().items() if v.is_floating_point()}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_reset_parameters_draws_the_construction_values_again(name):
+    """Every module with parameters has reset_parameters(): under the same RNG state it gives back the values of
+    construction, in place (the same Parameter objects), after they were changed; it also runs on meta."""
+    build, _ = EXAMPLES[name]
+    torch.manual_seed(5)
+    module = build()
+    params = list(module.parameters())
+    if not params:
+        return
+    assert hasattr(module, "reset_parameters"), f"{name} has parameters but no reset_parameters()"
+    built = _floats(module)
+    with torch.no_grad():
+        for p in params:
+            p.add_(1.0)
+    torch.manual_seed(5)
+    module.reset_parameters()
+    assert [id(p) for p in module.parameters()] == [id(p) for p in params]
+    again = _floats(module)
+    assert built.keys() == again.keys()
+    for key in built:
+        torch.testing.assert_close(again[key], built[key], rtol=0, atol=0, msg=f"{name}: {key}")
+    meta = build(**_factory(name, device="meta"))
+    if name in NO_FACTORY:
+        meta = meta.to("meta")
+    meta.reset_parameters()
+    assert all(p.device.type == "meta" for p in meta.parameters())

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from symkit.nn._factory import place
+from symkit.nn._factory import Resettable, place
 
 __all__ = ["gumbel_sinkhorn", "AugerinoPermutation"]
 
@@ -46,7 +46,7 @@ def gumbel_sinkhorn(
     return x.exp()
 
 
-class AugerinoPermutation(nn.Module):
+class AugerinoPermutation(Resettable, nn.Module):
     """Output averaging over sampled permutations of the positions of a sequence model.
 
     ``model`` must expose ``features(tokens) -> (B, L, E)`` and ``head(features) -> (B,)`` (as

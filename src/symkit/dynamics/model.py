@@ -18,7 +18,7 @@ from torch import nn
 from symkit.actions.grid import Element, act, lift
 from symkit.dynamics.projections import LayerSpec, project, project_vector
 from symkit.nn._equivariance import Equivariant, standard_normal
-from symkit.nn._factory import factory, on
+from symkit.nn._factory import Resettable, factory, on
 
 __all__ = ["ProjectNet", "ACTIVATIONS"]
 
@@ -30,7 +30,7 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-class ProjectNet(Equivariant, nn.Module):
+class ProjectNet(Resettable, Equivariant, nn.Module):
     """An MLP ``Phi_A`` whose layers are the :class:`LayerSpec` s ``specs`` (consecutive specs must chain).
 
     ``activation`` is applied after every layer but the last; ``norm_after`` lists the layers followed by a

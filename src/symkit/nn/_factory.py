@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["factory", "on", "place"]
+__all__ = ["Resettable", "factory", "on", "place"]
 
 
 def factory(device: Any = None, dtype: torch.dtype | None = None) -> dict[str, Any]:
@@ -31,3 +31,39 @@ def place(module: torch.nn.Module, device: Any = None, dtype: torch.dtype | None
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     if device is not None or dtype is not None:
         module.to(device=device, dtype=dtype)
+
+
+class Resettable:
+    """Mixin: ``reset_parameters()`` for a module whose initial values are drawn in its ``__init__``.
+
+    The constructor's arguments are recorded (by the outermost ``__init__``); ``reset_parameters()`` builds the module
+    again from them and copies the new module's parameters and buffers in place, so the values are drawn exactly as
+    at construction (from the global RNG, a ``seed=`` argument, or the advanced state of a ``generator=`` argument);
+    modules passed to the constructor (a wrapped model) are reset first, as they were built first.
+    Parameters keep their identity, device and dtype (optimisers holding them stay valid).
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__:
+            return
+        init = cls.__init__
+
+        def recording_init(self: Any, *args: Any, **kw: Any) -> None:
+            outermost = "_init_call" not in self.__dict__
+            if outermost:
+                object.__setattr__(self, "_init_call", (args, kw))
+            init(self, *args, **kw)
+
+        recording_init.__doc__, recording_init.__wrapped__ = init.__doc__, init  # type: ignore[attr-defined]
+        cls.__init__ = recording_init  # type: ignore[method-assign]
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Draw the initial values again, as the constructor does (class docstring)."""
+        args, kw = self.__dict__["_init_call"]
+        for value in (*args, *kw.values()):  # modules passed in (a wrapped model) were drawn first: reset them first
+            if isinstance(value, torch.nn.Module) and hasattr(value, "reset_parameters"):
+                value.reset_parameters()
+        fresh = type(self)(*args, **kw)
+        self.load_state_dict(fresh.state_dict())  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ from torch import nn
 from symkit._checks import check_int
 from symkit.groups.base import Group
 from symkit.nn._equivariance import Equivariant
-from symkit.nn._factory import factory, on
+from symkit.nn._factory import Resettable, factory, on
 from symkit.reps.core import Rep, Scalar, SumRep, T
 
 __all__ = [
@@ -413,7 +413,7 @@ class BiLinear(Equivariant, nn.Module):
         return (self.scale * y).reshape(*lead, self.rep.size)
 
 
-class EMLPBlock(Equivariant, nn.Module):
+class EMLPBlock(Resettable, Equivariant, nn.Module):
     """Equivariant linear layer to ``gated(rep_out)``, a bilinear layer with a shortcut, then the gated
     nonlinearity (Figure 2.4)."""
 
@@ -449,7 +449,7 @@ def layer_reps(
     return [rep_in, *(c if isinstance(c, Rep) else uniform_rep(c, group) for c in widths)]
 
 
-class EMLP(Equivariant, nn.Module):
+class EMLP(Resettable, Equivariant, nn.Module):
     """An equivariant MLP ``rep_in -> rep_out``: ``num_layers`` EMLP blocks then an equivariant linear layer.
 
     ``ch`` is the width of each hidden layer: an int (allocated by :func:`uniform_rep`), a Rep, or a list of
@@ -486,7 +486,7 @@ class EMLP(Equivariant, nn.Module):
         return self.head(self.blocks(x))
 
 
-class MLP(nn.Module):
+class MLP(Resettable, nn.Module):
     """The unconstrained baseline: ``num_layers`` hidden layers of width ``ch`` with swish (Sec. 2.6)."""
 
     def __init__(self, d_in: int, d_out: int, ch: int = 384, num_layers: int = 3, device: Any = None,

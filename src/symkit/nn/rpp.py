@@ -19,7 +19,7 @@ from torch import nn
 
 from symkit.groups.base import Group
 from symkit.nn._equivariance import Equivariant
-from symkit.nn._factory import factory
+from symkit.nn._factory import Resettable, factory
 from symkit.nn.emlp import (
     BiLinear,
     EquivariantLinear,
@@ -38,7 +38,7 @@ __all__ = ["RPPLinear", "RPPGatedNonlinearity", "RPPEMLP", "rpp_penalty", "equiv
 BASIC_INIT_SCALE = 1e-3
 
 
-class RPPLinear(Equivariant, nn.Module):
+class RPPLinear(Resettable, Equivariant, nn.Module):
     """``y = (A + B) x + a + b``: an equivariant linear layer (``A``, ``a``) plus a dense one (``B``, ``b``)."""
 
     def __init__(self, rep_in: Rep, rep_out: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -50,14 +50,6 @@ class RPPLinear(Equivariant, nn.Module):
             basic.weight.normal_(0.0, BASIC_INIT_SCALE / math.sqrt(max(rep_in.size, 1)))
             basic.bias.zero_()
         self.basic = basic.to(f["device"])
-
-    @torch.no_grad()
-    def reset_parameters(self) -> None:
-        """Re-initialise both paths: the equivariant one as :class:`EquivariantLinear`, the dense one small."""
-        self.equivariant.reset_parameters()
-        w = torch.empty(self.basic.weight.shape, dtype=self.basic.weight.dtype)
-        self.basic.weight.copy_(w.normal_(0.0, BASIC_INIT_SCALE / math.sqrt(max(self.basic.in_features, 1))))
-        self.basic.bias.zero_()
 
     @property
     def rep_in(self) -> Rep:
@@ -71,7 +63,7 @@ class RPPLinear(Equivariant, nn.Module):
         return self.equivariant(x) + self.basic(x)
 
 
-class RPPGatedNonlinearity(Equivariant, nn.Module):
+class RPPGatedNonlinearity(Resettable, Equivariant, nn.Module):
     """The gated nonlinearity plus a non-equivariant residual ``w * swish(v)`` with a per-channel weight ``w``
     (footnote 1 of ch. 3: gates do not reduce to swish, so the flexible path gets its own pointwise term)."""
 
@@ -113,7 +105,7 @@ class _RPPBlock(Equivariant, nn.Module):
         return self.nonlinearity(h + self.bilinear(h))
 
 
-class RPPEMLP(Equivariant, nn.Module):
+class RPPEMLP(Resettable, Equivariant, nn.Module):
     """An EMLP whose every layer has a residual unconstrained path (RPP-EMLP, Sec. 3.4). Train it with
     ``loss = sum of negative log likelihoods + rpp_penalty(model, sigma_equivariant, sigma_basic)``."""
 

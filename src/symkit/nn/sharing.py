@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from symkit._checks import check_int
-from symkit.nn._factory import place
+from symkit.nn._factory import Resettable, place
 
 __all__ = [
     "soft_projector",
@@ -115,7 +115,7 @@ def nuclear_norm(A: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_norm(A, ord="nuc")
 
 
-class SoftAssignment(nn.Module):
+class SoftAssignment(Resettable, nn.Module):
     """A relaxed K x C assignment matrix, ``A = softmax(S / temperature, dim=1)`` (rows sum to 1).
 
     ``init``: ``"normal"`` (S ~ N(0, scale^2), the Gaussian experiments), ``"uniform"`` (S ~ U(-scale, scale), the deep
@@ -193,7 +193,7 @@ class SoftAssignment(nn.Module):
         return self.forward().detach().argmax(1).cpu().numpy()
 
 
-class SharedParameter(nn.Module):
+class SharedParameter(Resettable, nn.Module):
     """``theta = A psi`` (Eq. 5) reshaped to ``shape``; ``psi`` has ``c`` entries (default: as many as theta)."""
 
     def __init__(
@@ -219,7 +219,7 @@ class SharedParameter(nn.Module):
         return (self.structure() @ self.psi).reshape(self.shape)
 
 
-class SharedLinear(nn.Module):
+class SharedLinear(Resettable, nn.Module):
     """A linear map whose flattened ``out x in`` weight is ``A psi`` (soft sharing over all weight entries)."""
 
     def __init__(
@@ -246,7 +246,7 @@ class SharedLinear(nn.Module):
         return y if self.bias is None else y + self.bias
 
 
-class BlockSharedLinear(nn.Module):
+class BlockSharedLinear(Resettable, nn.Module):
     """Per-position linear maps whose weight blocks are mixed by an L x L assignment (§5.2 model).
 
     ``W_eff[k] = sum_j A[k, j] W[j]`` and likewise the biases; input ``(B, L, in)``, output ``(B, L, out)``.
@@ -308,7 +308,7 @@ class BlockSharedLinear(nn.Module):
         return torch.einsum("bli,loi->blo", x, W) + b
 
 
-class HardSharedLinear(nn.Module):
+class HardSharedLinear(Resettable, nn.Module):
     """An exactly tied ``out x in`` linear layer: ``W.flatten()[j] = psi[labels[j]]`` (an index gather).
 
     This is how a discovered (hardened) sharing scheme becomes a usable layer: it is equivariant to every permutation
@@ -341,7 +341,7 @@ class HardSharedLinear(nn.Module):
         return y if self.bias is None else y + self.bias
 
 
-class SumOfNumbersNet(nn.Module):
+class SumOfNumbersNet(Resettable, nn.Module):
     """The §5.2 network: embedding -> per-position FC (blocks shared by A) -> ReLU -> sum over positions -> linear.
 
     With a one-cluster sharing this is a DeepSets network with a shared phi, exactly permutation invariant.

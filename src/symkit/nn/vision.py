@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from symkit._checks import check_int
-from symkit.nn._factory import place
+from symkit.nn._factory import Resettable, place
 
 
 def _check_positive(**kwargs: int) -> None:
@@ -44,7 +44,7 @@ class ClassToken(nn.Module):
         return x[:, 0]
 
 
-class PatchEmbed(nn.Module):
+class PatchEmbed(Resettable, nn.Module):
     """Strided ``patch x patch`` convolution, (B, C_in, H, W) -> tokens (B, (H/p)(W/p), dim)."""
 
     def __init__(self, in_channels: int, dim: int, patch: int,
@@ -58,7 +58,7 @@ class PatchEmbed(nn.Module):
         return self.proj(x).flatten(2).transpose(1, 2)
 
 
-class SmallCNN(nn.Module):
+class SmallCNN(Resettable, nn.Module):
     """conv3x3-BN-ReLU blocks, stride-2 max pooling between stages, global average pooling and a linear head."""
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 16, stages: int = 2,
@@ -83,7 +83,7 @@ class SmallCNN(nn.Module):
         return self.head(self.pool(self.features(x)))
 
 
-class TokenMixing(nn.Module):
+class TokenMixing(Resettable, nn.Module):
     """MLP across tokens (per channel), on (B, N, C) tokens."""
 
     def __init__(self, num_tokens: int, hidden: int, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -97,7 +97,7 @@ class TokenMixing(nn.Module):
         return self.fc2(self.act(self.fc1(x.transpose(1, 2)))).transpose(1, 2)
 
 
-class ChannelMLP(nn.Module):
+class ChannelMLP(Resettable, nn.Module):
     """Token-wise MLP ``Linear-GELU-Linear``."""
 
     def __init__(self, dim: int, hidden: int, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -111,7 +111,7 @@ class ChannelMLP(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
-class MixerBlock(nn.Module):
+class MixerBlock(Resettable, nn.Module):
     """``x + TokenMixing(LN(x))``, then ``x + ChannelMLP(LN(x))``."""
 
     def __init__(self, num_tokens: int, dim: int, token_hidden: int, channel_hidden: int,
@@ -128,7 +128,7 @@ class MixerBlock(nn.Module):
         return x + self.channels(self.norm2(x))
 
 
-class MLPMixer(nn.Module):
+class MLPMixer(Resettable, nn.Module):
     """MLP-Mixer-like classifier (Tolstikhin et al. 2021): patch embedding, mixer blocks, token mean, linear head."""
 
     def __init__(
@@ -162,7 +162,7 @@ class MLPMixer(nn.Module):
         return self.head(self.pool(self.norm(self.blocks(self.embed(x)))))
 
 
-class Attention(nn.Module):
+class Attention(Resettable, nn.Module):
     """Multi-head self-attention on (B, N, C) tokens (written out, so forward-mode AD works)."""
 
     def __init__(self, dim: int, heads: int = 4, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -181,7 +181,7 @@ class Attention(nn.Module):
         return self.proj((weights @ v).transpose(1, 2).reshape(B, N, C))
 
 
-class ViTBlock(nn.Module):
+class ViTBlock(Resettable, nn.Module):
     """Pre-norm transformer block: ``x + Attention(LN(x))``, then ``x + MLP(LN(x))``."""
 
     def __init__(self, dim: int, heads: int, hidden: int, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -197,7 +197,7 @@ class ViTBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-class AddClassToken(nn.Module):
+class AddClassToken(Resettable, nn.Module):
     """Prepend a learned class token and add learned position embeddings, (B, N, C) -> (B, N + 1, C)."""
 
     def __init__(self, num_tokens: int, dim: int, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -210,7 +210,7 @@ class AddClassToken(nn.Module):
         return torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
 
 
-class ViT(nn.Module):
+class ViT(Resettable, nn.Module):
     """ViT-like classifier (Dosovitskiy et al. 2021): patch embedding, class token and position embedding,
     pre-norm transformer blocks, class-token readout."""
 
@@ -244,7 +244,7 @@ class ViT(nn.Module):
         return self.head(self.readout(self.norm(self.blocks(self.tokens(self.embed(x))))))
 
 
-class BasicBlock(nn.Module):
+class BasicBlock(Resettable, nn.Module):
     """ResNet basic block: conv3x3-BN-ReLU-conv3x3-BN, plus the (possibly 1x1-strided) shortcut, then ReLU.
 
     The final ReLU is the same module as the first one (called twice), as in the common implementation.
@@ -271,7 +271,7 @@ class BasicBlock(nn.Module):
         return self.relu(out)
 
 
-class ResNet18(nn.Module):
+class ResNet18(Resettable, nn.Module):
     """ResNet-18-shaped network: a stem, four stages of two basic blocks (widths w, 2w, 4w, 8w; stride 2 from the
     second stage), global average pooling, linear head. ``width=64`` is the standard size.
 

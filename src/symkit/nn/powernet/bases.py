@@ -35,6 +35,7 @@ from symkit.actions.derivatives import (
 )
 from symkit.actions.flows import ImageFlow
 from symkit.actions.grid import PermAction
+from symkit.nn._factory import Resettable
 
 __all__ = [
     "Base",
@@ -188,7 +189,7 @@ class PermutationBase(Base):
         return f"{self.name}, size={self.size}"
 
 
-class DenseBase(Base):
+class DenseBase(Resettable, Base):
     """A dense matrix ``M`` with its inverse, applied by matrix-vector products (``O(size^2)`` per vector).
 
     The matrices are buffers, so ``.to(dtype)`` / ``.double()`` of the owning module converts them. A base is exact

@@ -15,7 +15,7 @@ from symkit._checks import check_int
 from symkit.actions.grid import GroupAction, PermAction
 from symkit.groups.base import Group
 from symkit.nn._equivariance import Equivariant, standard_normal
-from symkit.nn._factory import factory, on
+from symkit.nn._factory import Resettable, factory, on
 from symkit.nn.powernet.bases import Base
 
 __all__ = ["PowerLayer", "power_set"]
@@ -75,7 +75,7 @@ class _GatherTerms(torch.autograd.Function):
         return g.index_select(-1, table_inv + offsets).unflatten(-1, (k, d)).sum(-2), None, None, None
 
 
-class PowerLayer(Equivariant, nn.Module):
+class PowerLayer(Resettable, Equivariant, nn.Module):
     """``y^(o) = sum_{c, (i,...,q) in K} theta^(o,c)_{i...q} A^{i D_A} ... Z^{q D_Z} x^(c) + b^(o)``, then ``sigma``.
 
     The weight matrix of each channel pair is a truncated Laurent series in the base matrices (paper §3.2, with

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from symkit._checks import check_int
-from symkit.nn._factory import factory
+from symkit.nn._factory import Resettable, factory
 from symkit.nn.powernet.bases import Base, make_base
 from symkit.nn.powernet.layer import PowerLayer
 
@@ -38,7 +38,7 @@ def _act(nonlinearity: nn.Module | None) -> nn.Module:
     return nonlinearity
 
 
-class PowerBlock(nn.Module):
+class PowerBlock(Resettable, nn.Module):
     """``num_layers`` PowerLayers with norm and non-linearity, and a residual connection of strength ``rho``.
 
     ``h_1 = s(N(L_1 x)), ..., h_L = N(L_L h_{L-1})``, output ``s(h_L + rho * skip(x))`` with ``s`` the
@@ -130,7 +130,7 @@ def _check_in_shape(in_shape: Sequence[int]) -> tuple[int, int, int]:
     return tuple(in_shape)  # type: ignore[return-value]
 
 
-class PowerNet(nn.Module):
+class PowerNet(Resettable, nn.Module):
     """A stack of PowerBlocks with 2x2 pooling between them and a linear head (paper §4).
 
     Pooling halves the grid, so the base matrices are rebuilt for every resolution: ``bases`` is a list of names for
@@ -243,7 +243,7 @@ class _ConvBlock(nn.Module):
         return self.act(h)
 
 
-class ConvNet(nn.Module):
+class ConvNet(Resettable, nn.Module):
     """The CNN with the block, channel, pooling and head structure of :class:`PowerNet` (``nn.Conv2d`` layers,
     zero padding by default), used as the baseline of the classification experiment."""
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from symkit.nn._equivariance import Equivariant
-from symkit.nn._factory import place
+from symkit.nn._factory import Resettable, place
 from symkit.nn.relaxed.layers import (
     EquivConv2d,
     FactoredFC2d,
@@ -79,6 +79,11 @@ class RelaxedLayer(Equivariant, nn.Module):
     def example_input(self, batch: int = 4, generator: torch.Generator | None = None) -> torch.Tensor:
         return next(iter(self.paths.values())).example_input(batch, generator)
 
+    def reset_parameters(self) -> None:
+        """Re-initialise every path (each as its constructor draws it)."""
+        for p in self.paths.values():
+            p.reset_parameters()
+
     @torch.no_grad()
     def zero_path(self, name: str) -> None:
         """Set every parameter of path ``name`` to 0: the limit of zero prior variance (Eq. 8)."""
@@ -113,7 +118,7 @@ def _make_path(kind: str, cin: int, cout: int, size: int, stride: int, gen: torc
     return PATHS[kind](cin, cout, size, stride, generator=gen)
 
 
-class RelaxedCNN(nn.Module):
+class RelaxedCNN(Resettable, nn.Module):
     """The paper's network with every 3×3 layer replaced by ``layer_type`` (a path or '+'-joined paths).
 
     ``layer_type`` is one of :data:`LAYER_TYPES`. With 'gconv' among the paths the input is lifted to p4, the

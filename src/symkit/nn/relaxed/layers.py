@@ -26,7 +26,7 @@ from torch import nn
 from symkit._checks import check_int
 from symkit.actions.grid import CyclicTranslations2D, PermAction
 from symkit.nn._equivariance import Equivariant, standard_normal
-from symkit.nn._factory import place
+from symkit.nn._factory import Resettable, place
 from symkit.nn.relaxed.record import record_site
 
 
@@ -67,7 +67,7 @@ def unfold_circular(x: torch.Tensor, k: int) -> torch.Tensor:
     return F.unfold(circular_pad(x, k), kernel_size=k).transpose(1, 2)
 
 
-class _Path(Equivariant, nn.Module):
+class _Path(Resettable, Equivariant, nn.Module):
     """A path: a linear map from ``(N, C, H, W)`` to ``(N, C', H/s, W/s)`` tagged with its symmetry."""
 
     symmetry: str = "fc"
@@ -213,7 +213,7 @@ def n_anchors(n_points: int, factor: float = 0.5) -> int:
     return max(1, math.ceil(factor * n_points - 1e-9))
 
 
-class AnchorBasis(nn.Module):
+class AnchorBasis(Resettable, nn.Module):
     """Kernel-interpolation basis ``Φ = (K_ZZ + σ_n² I)⁻¹ K_ZT`` (App. F.4; the authors' code convention).
 
     ``k(z, t) = (10⁻⁶ + s²) exp(-½ ω² |z - t|²)`` between ``M`` anchors ``Z`` (random in the grid's bounding box,

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from symkit.actions import CyclicTranslations2D, Rotations90
+from symkit.actions.partition import circulant_partition, deepsets_partition, identity_partition
 from symkit.dynamics import LayerSpec, ProjectNet
 from symkit.groups import SO, S
 from symkit.nn import EMLP, EquivariantLinear
@@ -18,6 +19,7 @@ from symkit.nn.powernet.bases import GridShift, Rot90
 from symkit.nn.relaxed import RelaxedLayer
 from symkit.nn.relaxed.layers import EquivConv2d, SpatialFC2d
 from symkit.nn.rpp import RPPEMLP, RPPLinear
+from symkit.nn.sharing import HardSharedLinear
 from symkit.reps import Scalar, V
 
 
@@ -43,7 +45,8 @@ def _grid_family(dtype):
                        dtype=dtype)
     rot = Rotations90(4)
     net = ProjectNet([LayerSpec(rot, rot, 1, 3), LayerSpec(rot, rot.trivial(), 3, 2)], dtype=dtype)
-    return [conv, layer, power, net]
+    shared = HardSharedLinear(circulant_partition(5), 5, 5, dtype=dtype)  # the sharing of a circular convolution
+    return [conv, layer, power, net, shared]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -109,6 +112,10 @@ def test_layers_built_to_break_a_symmetry_declare_none():
         RelaxedLayer({"fc": SpatialFC2d(1, 2, 6)}).check_equivariance()
     with pytest.raises(TypeError, match="do not commute"):
         PowerLayer([GridShift((4, 4), 0), Rot90(4)], 1, 1, 3).check_equivariance()
+    with pytest.raises(TypeError, match="square layer without bias"):
+        HardSharedLinear(circulant_partition(3), 3, 3, bias=True).check_equivariance()
+    with pytest.raises(TypeError, match="no permutation but the identity"):
+        HardSharedLinear(identity_partition(9), 3, 3).check_equivariance()
     with pytest.raises(TypeError, match="full"):
         PowerLayer([GridShift((4, 4), 0)], 1, 1, 3, bias="full").check_equivariance()
 
@@ -128,3 +135,10 @@ def test_a_layer_on_the_meta_device_says_it_computes_no_values():
     layer = EquivariantLinear(V(SO(3)), V(SO(3)), device="meta")
     with pytest.raises(ValueError, match="meta"):
         layer.check_equivariance()
+
+
+def test_a_hardened_sharing_declares_the_group_its_partition_implies():
+    """Circulant sharing implies the cyclic shifts Z(5); DeepSets sharing (diagonal / off-diagonal) all of S(4)."""
+    cyclic, _ = HardSharedLinear(circulant_partition(5), 5, 5).declared_symmetry()
+    sym, _ = HardSharedLinear(deepsets_partition(4), 4, 4).declared_symmetry()
+    assert cyclic.order == 5 and sym.order == 24

@@ -12,6 +12,7 @@ closed-form lower level, and :class:`HardSharedLinear`, the exactly tied layer a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -20,6 +21,9 @@ import torch
 from torch import nn
 
 from symkit._checks import check_int
+from symkit.actions.grid import GroupAction, PermAction
+from symkit.groups.base import Group
+from symkit.nn._equivariance import Equivariant, standard_normal
 from symkit.nn._factory import Resettable, place
 
 __all__ = [
@@ -308,7 +312,11 @@ class BlockSharedLinear(Resettable, nn.Module):
         return torch.einsum("bli,loi->blo", x, W) + b
 
 
-class HardSharedLinear(Resettable, nn.Module):
+#: the largest layer whose symmetry :meth:`HardSharedLinear.declared_symmetry` finds by enumeration (8! = 40320)
+MAX_ENUMERATED = 8
+
+
+class HardSharedLinear(Resettable, Equivariant, nn.Module):
     """An exactly tied ``out x in`` linear layer: ``W.flatten()[j] = psi[labels[j]]`` (an index gather).
 
     This is how a discovered (hardened) sharing scheme becomes a usable layer: it is equivariant to every permutation
@@ -333,6 +341,31 @@ class HardSharedLinear(Resettable, nn.Module):
     @property
     def weight(self) -> torch.Tensor:
         return self.psi[self.index].reshape(self.out_features, self.in_features)
+
+    def declared_symmetry(self) -> tuple[PermAction, PermAction]:
+        """The permutations ``pi`` of the ``d`` features that the sharing scheme respects, ``labels[pi(i), pi(j)] =
+        labels[i, j]`` (Eq. 3 with the same permutation on both sides), acting on input and output: the group a
+        discovered partition implies. Enumerates the ``d!`` permutations, so ``d <= 8``; square layers without a bias
+        only (a free bias per output breaks every non-trivial permutation)."""
+        d = self.in_features
+        if self.out_features != d or self.bias is not None:
+            raise TypeError("HardSharedLinear: only a square layer without bias declares a symmetry, got "
+                            f"{self.out_features}x{d}{' with a bias' if self.bias is not None else ''}")
+        if d > MAX_ENUMERATED:
+            raise TypeError(f"HardSharedLinear: finding the symmetry enumerates d! permutations; d={d} > "
+                            f"{MAX_ENUMERATED}")
+        labels = self.index.reshape(d, d).cpu().numpy()
+        keep = [p for p in itertools.permutations(range(d))
+                if list(p) != list(range(d)) and np.array_equal(labels[np.ix_(p, p)], labels)]
+        if not keep:
+            raise TypeError("HardSharedLinear: its sharing scheme respects no permutation but the identity")
+        mats = np.stack([np.eye(d)[list(p)] for p in keep])
+        action = GroupAction(Group(discrete_generators=mats, name="implied by the sharing"))
+        return action, action
+
+    def example_input(self, batch: int = 4, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``(batch, in_features)`` standard normal features."""
+        return standard_normal(self, (batch, self.in_features), generator)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.in_features:

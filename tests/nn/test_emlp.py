@@ -100,6 +100,45 @@ def test_bilinear_layer_is_equivariant_and_quadratic():
         assert _relative_error(layer(x @ R.T), layer(x) @ R.T) < 1e-10
 
 
+def _bilinear_by_entries(layer: BiLinear, x: torch.Tensor) -> torch.Tensor:
+    """The definition entry by entry (an independent reference): every entry of W(x) block w is a combination
+    of the K source objects' matching entries, and contributes y[row] += W[row, col] x[col]."""
+    from symkit.nn.emlp import _block_key
+
+    rep, n = layer.rep, layer.rep.size
+    sources = {_block_key(b.leaves): b.pos for b in rep.canonical_blocks() if b.size > 1}
+    y, w = torch.zeros_like(x), 0
+    for hb in (rep >> rep).canonical_blocks():
+        src = sources.get(_block_key(hb.leaves))
+        if src is None:
+            continue
+        k = min(src.shape[0], hb.size)
+        values = torch.einsum("wk,bks->bws", layer.weights[w], x[:, torch.as_tensor(src[:k])])
+        rows, cols = torch.as_tensor(hb.pos // n), torch.as_tensor(hb.pos % n)
+        y.index_add_(1, rows.reshape(-1), (values * x[:, cols]).flatten(1))
+        w += 1
+    return layer.scale * y
+
+
+@pytest.mark.parametrize("group,rep_of", [
+    (O(3), lambda G: gated(uniform_rep(96, G))),
+    (SO(3), lambda G: Scalar + 3 * V(G) + 2 * V(G) ** 2 + V(G) ** 3),
+    (O13(), lambda G: gated(uniform_rep(48, G))),
+    (S(4), lambda G: 2 * Scalar + 3 * V(G) + V(G) ** 2),
+])
+def test_the_structured_bilinear_layer_equals_its_entrywise_definition(group, rep_of):
+    rep = rep_of(group)
+    torch.manual_seed(0)
+    layer = BiLinear(rep, dtype=torch.float64)
+    x = torch.randn(7, rep.size, dtype=torch.float64)
+    torch.testing.assert_close(layer(x), _bilinear_by_entries(layer, x), rtol=1e-12, atol=1e-12)
+    x.requires_grad_(True)
+    g1 = torch.autograd.grad(layer(x).square().sum(), [x, *layer.weights])
+    g2 = torch.autograd.grad(_bilinear_by_entries(layer, x).square().sum(), [x, *layer.weights])
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
 def test_bad_input_gives_clear_errors():
     G = SO(3)
     layer = EquivariantLinear(V(G), V(G))

@@ -20,6 +20,7 @@ from symkit._checks import check_int
 from symkit.groups.base import Group
 from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import Resettable, factory, on
+from symkit.nn._ops import permute_last
 from symkit.reps.core import Rep, Scalar, SumRep, T
 
 __all__ = [
@@ -149,6 +150,7 @@ class _BasisExpansion(nn.Module):
         if flat.shape[0] != self.size or not np.array_equal(np.sort(flat), np.arange(self.size)):
             raise ValueError(f"the blocks of {rep!r} do not tile its {self.size} entries")
         self.register_buffer("inverse", torch.as_tensor(np.argsort(flat), dtype=torch.long, device=f["device"]))
+        self.register_buffer("layout", torch.as_tensor(flat, dtype=torch.long, device=f["device"]), persistent=False)
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -172,7 +174,7 @@ class _BasisExpansion(nn.Module):
         pieces = [
             (beta @ getattr(self, f"basis_{i}").T).reshape(-1) for i, beta in enumerate(self.coefficients)
         ]
-        return torch.cat(pieces)[self.inverse]
+        return permute_last(torch.cat(pieces), self.inverse, self.layout)
 
 
 class EquivariantLinear(Equivariant, nn.Module):
@@ -238,8 +240,11 @@ class EquivariantLinear(Equivariant, nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(f"EquivariantLinear (rep_in {self.rep_in!r})", self, x, self.rep_in.size)
         W, b = self._assembled()
-        y = x @ W.T
-        return y if b is None else y + b
+        if b is None:
+            return x @ W.T
+        if x.ndim == 2:
+            return torch.addmm(b, x, W.T)
+        return torch.addmm(b, x.reshape(-1, x.shape[-1]), W.T).reshape(*x.shape[:-1], W.shape[0])
 
     def extra_repr(self) -> str:
         n = sum(p.numel() for p in self.parameters())
@@ -292,7 +297,7 @@ class GatedNonlinearity(Equivariant, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(f"GatedNonlinearity({self.rep!r}) (values and gates)", self, x, self.gated_size)
-        return x[..., : self.rep.size] * torch.sigmoid(x[..., self.gate_index])
+        return x[..., : self.rep.size] * torch.sigmoid(x.index_select(-1, self.gate_index))
 
 
 def _binomial_split(count: int, rank: int) -> list[int]:
@@ -346,6 +351,74 @@ def _block_key(leaves: tuple) -> tuple:
     return tuple(leaf._key() for leaf in leaves)
 
 
+class _Interaction:
+    """One pair of object types that the bilinear layer couples: ``W(x)`` restricted to the pairs (output copy ``i`` of
+    block ``O``, input copy ``j`` of block ``I``), whose ``d_O x d_I`` entries are combinations of ``K`` source objects.
+
+    ``y_i[a] = sum_{j,k,c} w_ijk M_k[a, c] x_j[c]``, contracted in the cheaper of two orders (``weights_first``):
+    ``P = M x`` per sample then one matmul with the weights, or ``Z = w x`` as one matmul then ``M Z`` per sample.
+    Index arrays (for ``index_select``) lay every operand out so that no permutation copy is needed."""
+
+    def __init__(self, weight: int, grid: np.ndarray, src: np.ndarray, in_pos: np.ndarray, out_pos: np.ndarray,
+                 out_block: int):
+        self.weight, self.out_block = weight, out_block
+        m_out, m_in = grid.shape
+        k, d_in, d_out = src.shape[0], in_pos.shape[1], out_pos.shape[1]
+        self.shape = (m_out, m_in, k, d_in, d_out)
+        cost_p_first = k * d_out * d_in * m_in + d_out * k * m_in * m_out
+        cost_w_first = m_in * d_in * m_out * k + m_out * k * d_out * d_in
+        self.weights_first = cost_w_first < cost_p_first
+        src = src.reshape(k, d_out, d_in)
+        self.src = src.transpose(1, 0, 2).reshape(-1)  # (a, k, c): M as (d_O, K d_I) or (d_O K, d_I) per sample
+        self.inp = in_pos.T.reshape(-1)  # (c, j): x_I as (d_I, m_I) per sample
+        self.out = out_pos.T.reshape(-1)  # (a, i): the result as (d_O, m_O) per sample
+        # flat indices into the (pairs, K) parameter: weights as (K m_I, m_O) or as (m_I, m_O K)
+        flat = grid[:, :, None] * k + np.arange(k)[None, None, :]  # (i, j, k)
+        self.w_index = (flat.transpose(1, 0, 2) if self.weights_first else flat.transpose(2, 1, 0)).reshape(-1)
+
+
+def _interactions(rep: Rep) -> tuple[list[tuple[int, int]], list[_Interaction], list[np.ndarray]]:
+    """The parameter shapes ``(pairs, K)`` (one per block type of ``rep >> rep`` that has source objects in ``rep``)
+    and the interactions that read them: every pair of its entries ``(row, col)`` of ``W(x)`` belongs to one
+    output object copy and one input object copy, and the pair's entry for local coordinates ``(a, c)`` is entry
+    ``s(a, c)`` of the source objects, the same map for every copy pair of the interaction."""
+    n = rep.size
+    blocks = rep.canonical_blocks()
+    block_of, copy_of, local_of = (np.full(n, -1, dtype=np.int64) for _ in range(3))
+    sources = {}
+    for bi, blk in enumerate(blocks):
+        block_of[blk.pos] = bi
+        copy_of[blk.pos] = np.arange(blk.mult)[:, None]
+        local_of[blk.pos] = np.arange(blk.size)[None, :]
+        if blk.size > 1:
+            sources[_block_key(blk.leaves)] = blk.pos
+    shapes, out = [], []
+    for hb in (rep >> rep).canonical_blocks():
+        src = sources.get(_block_key(hb.leaves))
+        if src is None:
+            continue
+        k = min(src.shape[0], hb.size)
+        w = len(shapes)
+        shapes.append((hb.mult, k))
+        rows, cols = hb.pos // n, hb.pos % n
+        pair_out, pair_in = block_of[rows[:, 0]], block_of[cols[:, 0]]
+        if not ((block_of[rows] == pair_out[:, None]).all() and (block_of[cols] == pair_in[:, None]).all()):
+            raise ValueError(f"BiLinear: a block of {rep!r} >> itself mixes object types")  # not for tensor reps
+        for o, i in sorted(set(zip(pair_out.tolist(), pair_in.tolist()))):
+            sel = np.flatnonzero((pair_out == o) & (pair_in == i))
+            d_out, d_in = blocks[o].size, blocks[i].size
+            a, c = local_of[rows[sel]], local_of[cols[sel]]
+            s_map = np.full((d_out, d_in), -1, dtype=np.int64)
+            s_map[a[0], c[0]] = np.arange(hb.size)
+            grid = np.full((blocks[o].mult, blocks[i].mult), -1, dtype=np.int64)
+            grid[copy_of[rows[sel, 0]], copy_of[cols[sel, 0]]] = sel
+            if hb.size != d_out * d_in or (s_map < 0).any() or (grid < 0).any() or not (
+                    s_map[a, c] == np.arange(hb.size)[None, :]).all():
+                raise ValueError(f"BiLinear: the blocks of {rep!r} >> itself are not laid out as object pairs")
+            out.append(_Interaction(w, grid, src[:k][:, s_map.reshape(-1)], blocks[i].pos, blocks[o].pos, o))
+    return shapes, out, [blk.pos for blk in blocks]
+
+
 class BiLinear(Equivariant, nn.Module):
     """The cheap bilinear layer (Sec. 2.6 / §2.4 of the notes): ``y = scale * W(x) x``.
 
@@ -353,8 +426,12 @@ class BiLinear(Equivariant, nn.Module):
     of the input's own non-scalar objects of that type, so ``W(rho(g) x) = rho_out(g) W(x) rho_in(g)^-1`` and the
     layer is equivariant. It is what lets parity groups such as O(3) build invariants like ``|v|^2`` from
     vectors (Theorem A.2). Only the first ``min(copies in x, block size)`` input copies of a type are combined
-    (the reference code picks them at random). ``W(x)`` is never materialised: each contributing entry
-    ``W_ij = v`` is applied as ``y_i += v x_j``.
+    (the reference code picks them at random).
+
+    ``W(x)`` is never formed. For each pair of object types it couples (output type ``O`` with ``m_O`` copies of
+    size ``d_O``, input type ``I``), ``y_i = sum_{j,k} w_ijk M_k(x) x_j`` with ``M_k`` the ``k``-th source object
+    read as a ``d_O x d_I`` matrix: two batched contractions, ``(M_k x_j)`` then the weights, or the weights with
+    ``x_j`` first, whichever costs less (at most about one dense layer over the coupled entries).
     """
 
     def __init__(self, rep: Rep, scale: float = 0.1, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -362,27 +439,26 @@ class BiLinear(Equivariant, nn.Module):
         f = factory(device, dtype)
         self.rep = _check_rep("rep", rep)
         self.scale = float(scale)
-        inputs = {}
-        for b in rep.canonical_blocks():
-            if b.size > 1:
-                inputs[_block_key(b.leaves)] = b.pos
-        self.weights = nn.ParameterList()
-        gathers, rows, cols = [], [], []
-        n = rep.size
-        for b in (rep >> rep).canonical_blocks():
-            src = inputs.get(_block_key(b.leaves))
-            if src is None:
-                continue
-            k = min(src.shape[0], b.size)
-            self.weights.append(nn.Parameter(on(torch.randn(b.mult, k, dtype=f["dtype"]) / math.sqrt(k), f)))
-            gathers.append(torch.as_tensor(src[:k], dtype=torch.long))
-            flat = torch.as_tensor(b.pos.reshape(-1), dtype=torch.long)
-            rows.append(flat // n)
-            cols.append(flat % n)
-        for i, g in enumerate(gathers):
-            self.register_buffer(f"gather_{i}", g.to(device))
-        self.register_buffer("rows", (torch.cat(rows) if rows else torch.zeros(0, dtype=torch.long)).to(device))
-        self.register_buffer("cols", (torch.cat(cols) if cols else torch.zeros(0, dtype=torch.long)).to(device))
+        shapes, interactions, block_pos = _interactions(rep)
+        self.weights = nn.ParameterList(
+            nn.Parameter(on(torch.randn(m, k, dtype=f["dtype"]) / math.sqrt(k), f)) for m, k in shapes)
+        self._plan = []
+        for t, it in enumerate(interactions):
+            self.register_buffer(f"w_index_{t}", torch.as_tensor(it.w_index, dtype=torch.long, device=device),
+                                 persistent=False)
+            self._plan.append((it.weight, it.out_block, it.shape, it.weights_first))
+        # every operand read from x, gathered at once (one gather, and one scatter in the backward pass)
+        reads = [r for it in interactions for r in (it.inp, it.src)]
+        self._read_sizes = [len(r) for r in reads]
+        self.register_buffer("reads", torch.as_tensor(np.concatenate(reads) if reads else np.zeros(0, np.int64),
+                                                      dtype=torch.long, device=device), persistent=False)
+        # the output: per block, the sum of its interactions laid out (a, i); one gather puts them in rep order
+        receives = {it.out_block for it in interactions}
+        self._out_blocks = [(o, pos.shape[0] * pos.shape[1], o in receives) for o, pos in enumerate(block_pos)]
+        layout = np.concatenate([pos.T.reshape(-1) for pos in block_pos]) if block_pos else np.zeros(0, np.int64)
+        self.register_buffer("unpermute", torch.as_tensor(np.argsort(layout), dtype=torch.long, device=device),
+                             persistent=False)
+        self.register_buffer("layout", torch.as_tensor(layout, dtype=torch.long, device=device), persistent=False)
 
     @property
     def rep_in(self) -> Rep:
@@ -400,16 +476,24 @@ class BiLinear(Equivariant, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(f"BiLinear({self.rep!r})", self, x, self.rep.size)
-        if not len(self.weights):
-            return torch.zeros_like(x)
         lead = x.shape[:-1]
-        x2 = x.reshape(math.prod(lead), self.rep.size)  # not -1: a batch of 0 has no inferable size
-        values = [
-            torch.einsum("wk,bks->bws", w, x2[:, getattr(self, f"gather_{i}")]).flatten(1)
-            for i, w in enumerate(self.weights)
-        ]
-        contrib = torch.cat(values, dim=1) * x2[:, self.cols]
-        y = torch.zeros_like(x2).index_add_(1, self.rows, contrib)
+        n_b = math.prod(lead)
+        x2 = x.reshape(n_b, self.rep.size)  # not -1: a batch of 0 has no inferable size
+        acc: dict[int, torch.Tensor] = {}
+        operands = torch.split(x2.index_select(1, self.reads), self._read_sizes, dim=1)
+        for t, (w, o, (m_out, m_in, k, d_in, d_out), weights_first) in enumerate(self._plan):
+            W = self.weights[w].reshape(-1).index_select(0, getattr(self, f"w_index_{t}"))
+            xi, M = operands[2 * t], operands[2 * t + 1]  # (b, d_I m_I) laid out (c, j); (b, d_O K d_I) as (a, k, c)
+            if weights_first:  # Z[b, c, (i, k)] = sum_j x_j[c] w_ijk, then out[b, a, i] = sum_{k,c} M[a, k, c] Z
+                Z = (xi.reshape(n_b * d_in, m_in) @ W.view(m_in, m_out * k)).view(n_b, d_in, m_out, k)
+                out = torch.bmm(M.reshape(n_b, d_out, k * d_in), Z.permute(0, 3, 1, 2).reshape(n_b, k * d_in, m_out))
+            else:  # P[b, (a, k), j] = sum_c M[a, k, c] x_j[c], then out[b, a, i] = sum_{k,j} P w_ijk
+                P = torch.bmm(M.reshape(n_b, d_out * k, d_in), xi.reshape(n_b, d_in, m_in))
+                out = P.view(n_b * d_out, k * m_in) @ W.view(k * m_in, m_out)
+            out = out.reshape(n_b, d_out * m_out)
+            acc[o] = out if o not in acc else acc[o] + out
+        pieces = [acc[o] if has else x2.new_zeros(n_b, size) for o, size, has in self._out_blocks]
+        y = permute_last(torch.cat(pieces, dim=1), self.unpermute, self.layout) if pieces else torch.zeros_like(x2)
         return (self.scale * y).reshape(*lead, self.rep.size)
 
 

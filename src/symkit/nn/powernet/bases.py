@@ -36,6 +36,7 @@ from symkit.actions.derivatives import (
 from symkit.actions.flows import ImageFlow
 from symkit.actions.grid import PermAction
 from symkit.nn._factory import Resettable
+from symkit.nn._ops import permute_last
 
 __all__ = [
     "Base",
@@ -105,20 +106,6 @@ class Base(nn.Module):
         raise NotImplementedError
 
 
-class _Permute(torch.autograd.Function):
-    """``x[..., perm]`` whose backward is the gather with the inverse permutation (no scatter-add)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, perm: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
-        ctx.save_for_backward(inv)
-        return x.index_select(-1, perm)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # noqa: ANN001
-        (inv,) = ctx.saved_tensors
-        return grad.index_select(-1, inv), None, None
-
-
 class PermutationBase(Base):
     """A permutation matrix as an index gather: ``(M x)[a] = x[perm[a]]``, i.e. ``M[a, perm[a]] = 1``.
 
@@ -144,8 +131,8 @@ class PermutationBase(Base):
 
     def step(self, x: torch.Tensor, inverse: bool = False) -> torch.Tensor:
         if inverse:
-            return _Permute.apply(x, self.inv_perm, self.perm)
-        return _Permute.apply(x, self.perm, self.inv_perm)
+            return permute_last(x, self.inv_perm, self.perm)
+        return permute_last(x, self.perm, self.inv_perm)
 
     def forward(self, x: torch.Tensor, power: int = 1) -> torch.Tensor:
         if x.shape[-1] != self.size:
@@ -153,7 +140,7 @@ class PermutationBase(Base):
         if int(power) == 0:
             return x
         idx = self._power_index(int(power))
-        return _Permute.apply(x, idx, torch.argsort(idx))
+        return permute_last(x, idx, torch.argsort(idx))
 
     def _power_index(self, k: int) -> torch.Tensor:
         idx = torch.arange(self.size, device=self.perm.device)

@@ -1,0 +1,241 @@
+"""EMLP training speed and memory against an MLP of equal width, and against emlp's own EMLP, in one run.
+
+Run: ``.venv/bin/python benchmarks/bench_models.py [--quick | --full] [--emlp-timeout S]``.
+
+Model (the thesis's sizes, Sec. 2.6): input ``5 Scalar + 5 V``, output ``T(2)``, 3 hidden layers of ``ch`` channels
+(``uniform_rep``), Adam, MSE, float32, one thread on every side. For each group, width and batch it times, each model
+in a fresh subprocess: the forward pass (no gradients), one training step (forward, backward, Adam), and the peak
+memory a training step adds (``ru_maxrss`` after the steps minus before them). Models: EMLP with bilinear layers,
+EMLP without them, RPP-EMLP, and ``MLP(ch=ch)`` (the MLP of equal width). The emlp column runs emlp 1.0.3's objax
+EMLP on the same model and batch, its step jitted (compilation excluded) in ``.bench/emlp-venv`` (see
+docs/core.md); without it the column reads "not installed". A per-layer table times forward plus backward of each
+layer type at ch=384, batch 500 against ``nn.Linear`` of the same size.
+
+Default: ch=384, batch 500 for O(3), SO(3), O(1,3), S(5), plus ch 128 and 1024 and batch 32 for O(3); ``--full``:
+every width and batch for every group; ``--quick``: O(3) at ch=384, batch 500. Timings on a shared machine are
+noisy: compare the ratios of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("SYMKIT_PROGRESS", "0")
+
+ROOT = Path(__file__).resolve().parents[1]
+EMLP_PY = ROOT / ".bench" / "emlp-venv" / "bin" / "python"
+PINNED_ENV = {
+    "XLA_FLAGS": "--xla_force_host_platform_device_count=1 --xla_cpu_multi_thread_eigen=false "
+                 "intra_op_parallelism_threads=1",
+    "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NPROC": "1",
+}
+GROUPS = {"O(3)": "O(3)", "SO(3)": "SO(3)", "O(1,3)": "O13()", "S(5)": "S(5)"}
+MODELS = ("emlp", "emlp-nobil", "rpp", "mlp")
+
+
+def _cases(mode: str) -> list[tuple[str, int, int]]:
+    if mode == "quick":
+        return [("O(3)", 384, 500)]
+    if mode == "full":
+        return [(g, ch, b) for g in GROUPS for ch in (128, 384, 1024) for b in (32, 500)]
+    return [(g, 384, 500) for g in GROUPS] + [("O(3)", 128, 500), ("O(3)", 1024, 500), ("O(3)", 384, 32)]
+
+
+# ---------------------------------------------------------------------------------------------- one measurement
+def _timed(fn, budget: float = 3.0, least: int = 3) -> float:
+    """Minimum wall time of ``fn`` over at least ``least`` calls and about ``budget`` seconds."""
+    times, start = [], time.perf_counter()
+    while len(times) < least or (time.perf_counter() - start < budget and len(times) < 50):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def measure_symkit(group: str, ch: int, batch: int, kind: str) -> dict:
+    import torch
+
+    from symkit import groups
+    from symkit.nn import EMLP, MLP, RPPEMLP
+    from symkit.reps import Scalar, T, V
+
+    torch.set_num_threads(1)
+    G = eval(GROUPS[group], vars(groups))
+    rep_in, rep_out = 5 * Scalar + 5 * V(G), T(2, 0, G)
+    t0 = time.perf_counter()
+    if kind == "mlp":
+        model = MLP(rep_in.size, rep_out.size, ch=ch, num_layers=3)
+    elif kind == "rpp":
+        model = RPPEMLP(rep_in, rep_out, G, ch=ch, num_layers=3)
+    else:
+        model = EMLP(rep_in, rep_out, G, ch=ch, num_layers=3, bilinear=kind == "emlp")
+    build = time.perf_counter() - t0
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, rep_in.size, generator=gen)
+    y = torch.randn(batch, rep_out.size, generator=gen)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss = (model(x) - y).square().mean()
+        loss.backward()
+        opt.step()
+
+    def forward() -> None:
+        with torch.no_grad():
+            model(x)
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    step()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"build_s": build, "step_ms": 1e3 * _timed(step), "fwd_ms": 1e3 * _timed(forward),
+            "peak_mb": (after - before) / 1024, "params": sum(p.numel() for p in model.parameters())}
+
+
+EMLP_SCRIPT = r"""
+import json, sys, time
+import numpy as np, jax, jax.numpy as jnp, objax
+from emlp.groups import O, SO, O13, S
+from emlp.reps import V, Scalar, T
+import emlp.nn as enn
+group, ch, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+G = eval(group)
+t0 = time.perf_counter()
+model = enn.EMLP(5 * Scalar + 5 * V, T(2), G, ch=ch, num_layers=3)
+build = time.perf_counter() - t0
+rng = np.random.default_rng(0)
+x = jnp.asarray(rng.standard_normal((batch, 5 + 5 * G.d)), dtype=jnp.float32)
+y = jnp.asarray(rng.standard_normal((batch, G.d ** 2)), dtype=jnp.float32)
+opt = objax.optimizer.Adam(model.vars())
+loss = lambda x, y: ((model(x) - y) ** 2).mean()
+gv = objax.GradValues(loss, model.vars())
+def train(x, y):
+    g, v = gv(x, y)
+    opt(1e-3, g)
+    return v
+step = objax.Jit(train, gv.vars() + opt.vars())
+step(x, y)[0].block_until_ready()
+times = []
+start = time.perf_counter()
+while len(times) < 3 or (time.perf_counter() - start < 3 and len(times) < 50):
+    t = time.perf_counter(); step(x, y)[0].block_until_ready(); times.append(time.perf_counter() - t)
+print(json.dumps({"build_s": build, "step_ms": 1e3 * min(times)}))
+"""
+
+
+def measure_emlp(group: str, ch: int, batch: int, timeout: float) -> dict | str:
+    if not EMLP_PY.exists():
+        return "not installed"
+    env = {**os.environ, **PINNED_ENV}
+    try:
+        proc = subprocess.run([str(EMLP_PY), "-c", EMLP_SCRIPT, GROUPS[group], str(ch), str(batch)],
+                              capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return f"> {timeout:.0f} s"
+    if proc.returncode != 0:
+        return "failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:60]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _in_subprocess(group: str, ch: int, batch: int, kind: str) -> dict | str:
+    env = {**os.environ, **PINNED_ENV}
+    proc = subprocess.run([sys.executable, __file__, "--one", json.dumps([group, ch, batch, kind])],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return "failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:60]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------------------------- per layer
+def layer_table() -> list[str]:
+    import torch
+
+    from symkit.groups import O
+    from symkit.nn.emlp import BiLinear, EquivariantLinear, GatedNonlinearity, gated, uniform_rep
+    from symkit.nn.rpp import RPPLinear
+
+    torch.set_num_threads(1)
+    G = O(3)
+    hidden = uniform_rep(384, G)
+    wide = gated(hidden)
+    x_h = torch.randn(500, hidden.size, requires_grad=True)
+    x_w = torch.randn(500, wide.size, requires_grad=True)
+    layers = [
+        ("EquivariantLinear", EquivariantLinear(hidden, wide), x_h),
+        ("RPPLinear", RPPLinear(hidden, wide), x_h),
+        ("nn.Linear (same size)", torch.nn.Linear(hidden.size, wide.size), x_h),
+        ("BiLinear", BiLinear(wide), x_w),
+        ("GatedNonlinearity", GatedNonlinearity(hidden), x_w),
+    ]
+    lines = [f"per layer, O(3), ch=384 ({hidden.size} -> {wide.size} features), batch 500, forward + backward:",
+             f"{'layer':<24}{'ms':>10}{'/ nn.Linear':>14}"]
+    times = {}
+    for name, layer, x in layers:
+        def run(layer=layer, x=x) -> None:
+            layer(x).sum().backward()
+        times[name] = 1e3 * _timed(run, budget=2.0)
+    base = times["nn.Linear (same size)"]
+    for name, t in times.items():
+        lines.append(f"{name:<24}{t:>10.2f}{t / base:>13.2f}x")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------- the report
+def _fmt(r: dict | str, key: str, spec: str = ".1f") -> str:
+    return format(r[key], spec) if isinstance(r, dict) else str(r)
+
+
+def _ratio(a: dict | str, b: dict | str, key: str) -> str:
+    if not (isinstance(a, dict) and isinstance(b, dict)) or b[key] <= 0:
+        return "-"
+    return f"{a[key] / b[key]:.2f}x"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true")
+    mode.add_argument("--full", action="store_true")
+    parser.add_argument("--emlp-timeout", type=float, default=900.0)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure_symkit(*json.loads(args.one))))
+        return
+    cases = _cases("quick" if args.quick else "full" if args.full else "default")
+    print("EMLP training step against an MLP of equal width and emlp 1.0.3 (1 thread each, float32, Adam)")
+    print(f"{'group':<8}{'ch':>5}{'batch':>6}  {'model':<11}{'fwd ms':>9}{'step ms':>10}{'step/MLP':>10}"
+          f"{'peak MB':>9}{'peak/MLP':>10}{'params':>9}")
+    summary = []
+    for group, ch, batch in cases:
+        results = {kind: _in_subprocess(group, ch, batch, kind) for kind in MODELS}
+        for kind in MODELS:
+            r = results[kind]
+            print(f"{group:<8}{ch:>5}{batch:>6}  {kind:<11}{_fmt(r, 'fwd_ms'):>9}{_fmt(r, 'step_ms'):>10}"
+                  f"{_ratio(r, results['mlp'], 'step_ms'):>10}{_fmt(r, 'peak_mb'):>9}"
+                  f"{_ratio(r, results['mlp'], 'peak_mb'):>10}{_fmt(r, 'params', 'd'):>9}")
+        emlp = measure_emlp(group, ch, batch, args.emlp_timeout) if batch == 500 and ch <= 384 else "not run"
+        speedup = _ratio(emlp, results["emlp"], "step_ms")
+        print(f"{group:<8}{ch:>5}{batch:>6}  {'emlp 1.0.3':<11}{'':>9}{_fmt(emlp, 'step_ms'):>10}"
+              f"{_ratio(emlp, results['mlp'], 'step_ms'):>10}   (symkit EMLP is {speedup} faster)")
+        summary.append((group, ch, batch, _ratio(results["emlp"], results["mlp"], "step_ms"),
+                        _ratio(results["emlp-nobil"], results["mlp"], "step_ms"),
+                        _ratio(results["emlp"], results["mlp"], "peak_mb"), speedup))
+    print()
+    print("acceptance (issue: step <= 1.5x MLP with bilinear, <= 1.2x without, peak <= 2x, >= 20x faster than emlp):")
+    print(f"{'group':<8}{'ch':>5}{'batch':>6}{'EMLP/MLP':>10}{'no-bil/MLP':>12}{'peak/MLP':>10}{'vs emlp':>10}")
+    for group, ch, batch, *ratios in summary:
+        print(f"{group:<8}{ch:>5}{batch:>6}" + "".join(f"{r:>{w}}" for r, w in zip(ratios, (10, 12, 10, 10))))
+    print()
+    print("\n".join(layer_table()))
+
+
+if __name__ == "__main__":
+    main()

@@ -255,3 +255,25 @@ def test_bad_inputs_get_one_line_symkit_errors(bad, kind, message):
         with pytest.raises(kind, match=message) as info:
             model(bad)
         assert "\n" not in str(info.value) and M.__name__ in str(info.value)
+
+
+@pytest.mark.parametrize("group", [S(4), Z(5)])
+def test_large_permutation_bases_are_gathers_with_the_same_weights(group, monkeypatch):
+    """A permutation group's basis has one nonzero per row; above DENSE_LIMIT it is held as a gather (two numbers per
+    entry instead of the rank). Forced here on small reps: same weight, same gradients as the dense form."""
+    import symkit.nn.emlp as emlp
+
+    rep_in, rep_out = V(group) + V(group) ** 2, V(group) ** 2 + Scalar
+    torch.manual_seed(0)
+    dense = EquivariantLinear(rep_in, rep_out, dtype=torch.float64)
+    monkeypatch.setattr(emlp, "DENSE_LIMIT", 0)
+    torch.manual_seed(0)
+    gathered = EquivariantLinear(rep_in, rep_out, dtype=torch.float64)
+    assert set(gathered.weight_basis._forms) == {"gather"} and set(dense.weight_basis._forms) == {"dense"}
+    torch.testing.assert_close(gathered.weight, dense.weight, rtol=0, atol=1e-14)
+    x = torch.randn(6, rep_in.size, dtype=torch.float64)
+    g1 = torch.autograd.grad(gathered(x).square().sum(), list(gathered.parameters()))
+    g2 = torch.autograd.grad(dense(x).square().sum(), list(dense.parameters()))
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert gathered.check_equivariance() < 1e-12

@@ -113,10 +113,34 @@ def _dense(Q: Any) -> np.ndarray:
     return Q
 
 
+#: a basis block with more entries than this (size x rank) is kept in a sparse form when its sparsity allows
+DENSE_LIMIT = 1 << 22
+
+
+def _basis_form(Q: Any) -> tuple[str, Any]:
+    """How a basis block is held: ``("gather", (columns, values))`` when it is large and every row has at most one
+    nonzero (permutation groups: each entry lies in one orbit), so ``Q beta`` is a gather and a scale and memory
+    is two numbers per entry instead of ``rank``; ``("dense", array)`` otherwise."""
+    if sp.issparse(Q) and Q.shape[0] * Q.shape[1] > DENSE_LIMIT:
+        if np.iscomplexobj(Q.data):
+            raise ValueError("EquivariantLinear supports real representations only (the basis is complex)")
+        csr = sp.csr_matrix(Q)
+        csr.sum_duplicates()
+        counts = np.diff(csr.indptr)
+        if counts.max(initial=0) <= 1:
+            columns = np.zeros(Q.shape[0], dtype=np.int64)
+            values = np.zeros(Q.shape[0])
+            rows = np.flatnonzero(counts)
+            columns[rows], values[rows] = csr.indices, csr.data
+            return "gather", (columns, values)
+    return "dense", _dense(Q)
+
+
 class _BasisExpansion(nn.Module):
     """Coefficients beta for the invariant subspace of ``rep``, expanded into a flat vector ``Q beta``.
 
-    One ``(m, r)`` parameter per distinct block; the expansion is one matmul per block and one gather.
+    One ``(m, r)`` parameter per distinct block; the expansion is one product per block (a matmul, or for large
+    one-nonzero-per-row blocks a gather, see :func:`_basis_form`) and one permutation.
     """
 
     def __init__(self, rep: Rep, init_std: Sequence[float] | float | None, device: Any = None,
@@ -126,22 +150,26 @@ class _BasisExpansion(nn.Module):
         basis = rep.structured_basis()
         self.size = rep.size
         self.coefficients = nn.ParameterList()
+        self._forms: list[str] = []
+        self._block_sizes: list[int] = []
         positions = []
         n_blocks = 0
         for pos, Q in basis.parts:
-            Qd = _dense(Q)
-            if Qd.shape[1] == 0:
-                positions.append(pos.reshape(-1))
-                self.register_buffer(f"basis_{n_blocks}", torch.zeros(Qd.shape[0], 0, **f))
-                self.coefficients.append(nn.Parameter(torch.zeros(pos.shape[0], 0, **f), requires_grad=False))
+            form, held = _basis_form(Q)
+            rank = Q.shape[1]
+            self._forms.append(form)
+            self._block_sizes.append(Q.shape[0])
+            if form == "dense":  # a fresh contiguous copy (a rank-0 block from numpy may carry odd strides)
+                self.register_buffer(f"basis_{n_blocks}", torch.tensor(np.ascontiguousarray(held), **f))
             else:
-                self.register_buffer(f"basis_{n_blocks}", torch.as_tensor(Qd, **f))
-                beta = torch.zeros(pos.shape[0], Qd.shape[1], dtype=f["dtype"])  # drawn on the CPU, then moved
-                if init_std is not None:
-                    std = init_std if isinstance(init_std, float) else init_std[n_blocks]
-                    beta.normal_(0.0, std)
-                self.coefficients.append(nn.Parameter(on(beta, f)))
-                positions.append(pos.reshape(-1))
+                self.register_buffer(f"basis_{n_blocks}", torch.as_tensor(held[0], device=f["device"]))
+                self.register_buffer(f"scale_{n_blocks}", torch.as_tensor(held[1], **f))
+            beta = torch.zeros(pos.shape[0], rank, dtype=f["dtype"])  # drawn on the CPU, then moved
+            if init_std is not None and rank:
+                std = init_std if isinstance(init_std, float) else init_std[n_blocks]
+                beta.normal_(0.0, std)
+            self.coefficients.append(nn.Parameter(on(beta, f), requires_grad=rank > 0))
+            positions.append(pos.reshape(-1))
             n_blocks += 1
         self.n_blocks = n_blocks
         self.init_std = init_std
@@ -165,15 +193,19 @@ class _BasisExpansion(nn.Module):
 
     def block_shapes(self) -> list[tuple[int, int, int]]:
         """(copies, block size, block rank) of every block."""
-        return [
-            (int(beta.shape[0]), int(getattr(self, f"basis_{i}").shape[0]), int(beta.shape[1]))
-            for i, beta in enumerate(self.coefficients)
-        ]
+        return [(int(beta.shape[0]), size, int(beta.shape[1]))
+                for beta, size in zip(self.coefficients, self._block_sizes)]
+
+    def _piece(self, i: int, beta: torch.Tensor) -> torch.Tensor:
+        """``beta Q^T`` of block ``i``, shape ``(copies, block size)``."""
+        Q = getattr(self, f"basis_{i}")
+        form = self._forms[i]
+        if form == "dense":
+            return beta @ Q.T
+        return beta.index_select(1, Q) * getattr(self, f"scale_{i}")
 
     def forward(self) -> torch.Tensor:
-        pieces = [
-            (beta @ getattr(self, f"basis_{i}").T).reshape(-1) for i, beta in enumerate(self.coefficients)
-        ]
+        pieces = [self._piece(i, beta).reshape(-1) for i, beta in enumerate(self.coefficients)]
         return permute_last(torch.cat(pieces), self.inverse, self.layout)
 
 

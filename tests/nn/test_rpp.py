@@ -53,3 +53,26 @@ def test_rpp_penalty_rejects_bad_sigmas_and_models_without_rpp_layers():
         rpp_penalty(layer, 1.0, 0.0)
     with pytest.raises(ValueError, match="has no RPP layers"):
         rpp_penalty(torch.nn.Linear(3, 3), 1.0, 1.0)
+
+
+def test_the_fused_rpp_layer_is_the_sum_of_its_two_paths():
+    """RPPLinear runs one matmul with A + B; it equals the equivariant path plus the dense one, values and gradients."""
+    from symkit.groups import SO
+    from symkit.nn.rpp import RPPLinear
+    from symkit.reps import Scalar, V
+
+    G = SO(3)
+    torch.manual_seed(0)
+    layer = RPPLinear(2 * V(G) + Scalar, V(G) ** 2 + V(G), dtype=torch.float64)
+    with torch.no_grad():
+        layer.basic.weight.normal_()  # a non-trivial free path
+        layer.basic.bias.normal_()
+    x = torch.randn(5, layer.rep_in.size, dtype=torch.float64)
+    fused = layer(x)
+    separate = layer.equivariant(x) + layer.basic(x)
+    torch.testing.assert_close(fused, separate, rtol=1e-12, atol=1e-12)
+    params = [p for p in layer.parameters() if p.requires_grad]
+    g1 = torch.autograd.grad(fused.square().sum(), params)
+    g2 = torch.autograd.grad(separate.square().sum(), params)
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)

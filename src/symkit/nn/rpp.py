@@ -60,7 +60,12 @@ class RPPLinear(Resettable, Equivariant, nn.Module):
         return self.equivariant.rep_out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.equivariant(x) + self.basic(x)
+        """One matmul with the summed weight ``A + B`` (and bias ``a + b``): the two paths cost one dense layer."""
+        check_input(f"RPPLinear (rep_in {self.rep_in!r})", self, x, self.rep_in.size)
+        eq = self.equivariant
+        W = eq.weight + self.basic.weight
+        b = self.basic.bias if eq.bias_basis is None else eq.bias + self.basic.bias
+        return torch.nn.functional.linear(x, W, b)
 
 
 class RPPGatedNonlinearity(Resettable, Equivariant, nn.Module):

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 from symkit.groups import SO
@@ -89,3 +90,21 @@ def test_reset_parameters_redraws_as_at_construction():
             p.fill_(7.0)
     rpp.reset_parameters()
     assert float(rpp.basic.bias.abs().max()) == 0.0 and float(rpp.basic.weight.abs().max()) < 1.0
+
+
+@pytest.mark.parametrize("name", ["EMLP", "RPPEMLP"])
+def test_models_trace_into_one_graph_for_torch_compile(name):
+    """No graph break in forward or backward (dynamo with the eager backend: the tracing, not the code generation)."""
+    import symkit.nn as snn
+    from symkit.groups import O
+    from symkit.reps import Scalar, T, V
+
+    torch._dynamo.reset()
+    G = O(3)
+    model = getattr(snn, name)(2 * Scalar + 2 * V(G), T(2, 0, G), G, ch=48, num_layers=2, dtype=torch.float64)
+    x = torch.randn(5, model.rep_in.size, dtype=torch.float64)
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    out = compiled(x)
+    torch.testing.assert_close(out, model(x), rtol=1e-12, atol=1e-12)
+    out.square().sum().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

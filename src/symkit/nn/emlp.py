@@ -8,7 +8,7 @@ solver; a block with ``m`` copies holds an ``(m, r)`` coefficient matrix and sca
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,6 @@ from symkit._checks import check_int
 from symkit.groups.base import Group
 from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import Resettable, factory, on
-from symkit.nn._ops import permute_last
 from symkit.reps.core import Rep, Scalar, SumRep, T
 
 __all__ = [
@@ -86,24 +85,25 @@ def _param_dtype(module: nn.Module) -> torch.dtype | None:
     return None
 
 
-def check_input(who: str, module: nn.Module, x: Any, size: int) -> None:
+def check_input(who: Callable[[], str], module: nn.Module, x: Any, size: int) -> None:
     """One-line errors for inputs a layer cannot take: not a tensor, a dtype other than the parameters', or a
-    last dimension other than ``size``."""
+    last dimension other than ``size``. ``who()`` names the layer; it is called only to word an error (so a
+    forward pass formats no strings, and ``torch.compile`` traces it without a graph break)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(
-            f"{who} expects a torch.Tensor of shape (batch, {size}), got {type(x).__name__}; "
+            f"{who()} expects a torch.Tensor of shape (batch, {size}), got {type(x).__name__}; "
             f"convert it with torch.as_tensor(x, dtype=torch.float32)"
         )
     dt = _param_dtype(module)
     if dt is not None and x.dtype != dt:
         raise TypeError(
-            f"{who} has {str(dt).removeprefix('torch.')} parameters but the input is "
+            f"{who()} has {str(dt).removeprefix('torch.')} parameters but the input is "
             f"{str(x.dtype).removeprefix('torch.')}; convert it with x.to({dt})"
             + (f" or build the model with dtype={x.dtype}" if x.is_floating_point() else "")
         )
     if x.ndim == 0 or x.shape[-1] != size:
         got = "a scalar" if x.ndim == 0 else f"{x.shape[-1]} features"
-        raise ValueError(f"{who} expects {size} features in the last dimension, got {got}")
+        raise ValueError(f"{who()} expects {size} features in the last dimension, got {got}")
 
 
 def _dense(Q: Any) -> np.ndarray:
@@ -178,7 +178,6 @@ class _BasisExpansion(nn.Module):
         if flat.shape[0] != self.size or not np.array_equal(np.sort(flat), np.arange(self.size)):
             raise ValueError(f"the blocks of {rep!r} do not tile its {self.size} entries")
         self.register_buffer("inverse", torch.as_tensor(np.argsort(flat), dtype=torch.long, device=f["device"]))
-        self.register_buffer("layout", torch.as_tensor(flat, dtype=torch.long, device=f["device"]), persistent=False)
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -206,7 +205,7 @@ class _BasisExpansion(nn.Module):
 
     def forward(self) -> torch.Tensor:
         pieces = [self._piece(i, beta).reshape(-1) for i, beta in enumerate(self.coefficients)]
-        return permute_last(torch.cat(pieces), self.inverse, self.layout)
+        return torch.cat(pieces).index_select(0, self.inverse)
 
 
 class EquivariantLinear(Equivariant, nn.Module):
@@ -227,6 +226,7 @@ class EquivariantLinear(Equivariant, nn.Module):
         super().__init__()
         self.rep_in = _check_rep("rep_in", rep_in)
         self.rep_out = _check_rep("rep_out", rep_out)
+        self.in_features, self.out_features = rep_in.size, rep_out.size  # plain ints: forward reads no Rep
         hom = rep_in >> rep_out
         blocks = hom.structured_basis().parts
         stds = [math.sqrt(pos.shape[1] / max(Q.shape[1], 1) / max(rep_in.size, 1)) for pos, Q in blocks]
@@ -236,7 +236,7 @@ class EquivariantLinear(Equivariant, nn.Module):
     @property
     def weight(self) -> torch.Tensor:
         """The equivariant weight matrix, shape ``(rep_out.size, rep_in.size)``."""
-        return self.weight_basis().reshape(self.rep_out.size, self.rep_in.size)
+        return self.weight_basis().reshape(self.out_features, self.in_features)
 
     def reset_parameters(self) -> None:
         """Re-initialise the coefficients as at construction (LeCun-scaled weight, zero bias)."""
@@ -270,7 +270,7 @@ class EquivariantLinear(Equivariant, nn.Module):
         return None if self.bias_basis is None else self.bias_basis()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_input(f"EquivariantLinear (rep_in {self.rep_in!r})", self, x, self.rep_in.size)
+        check_input(lambda: f"EquivariantLinear (rep_in {self.rep_in!r})", self, x, self.in_features)
         W, b = self._assembled()
         if b is None:
             return x @ W.T
@@ -316,7 +316,7 @@ class GatedNonlinearity(Equivariant, nn.Module):
                 for copy in pos:
                     gate_index[copy] = next_gate
                     next_gate += 1
-        self.gated_size = next_gate
+        self.gated_size, self.size = next_gate, rep.size
         self.register_buffer("gate_index", torch.as_tensor(gate_index, dtype=torch.long, device=device))
 
     @property
@@ -328,8 +328,8 @@ class GatedNonlinearity(Equivariant, nn.Module):
         return self.rep
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_input(f"GatedNonlinearity({self.rep!r}) (values and gates)", self, x, self.gated_size)
-        return x[..., : self.rep.size] * torch.sigmoid(x.index_select(-1, self.gate_index))
+        check_input(lambda: f"GatedNonlinearity({self.rep!r}) (values and gates)", self, x, self.gated_size)
+        return x[..., : self.size] * torch.sigmoid(x.index_select(-1, self.gate_index))
 
 
 def _binomial_split(count: int, rank: int) -> list[int]:
@@ -401,12 +401,13 @@ class _Interaction:
         cost_w_first = m_in * d_in * m_out * k + m_out * k * d_out * d_in
         self.weights_first = cost_w_first < cost_p_first
         src = src.reshape(k, d_out, d_in)
-        self.src = src.transpose(1, 0, 2).reshape(-1)  # (a, k, c): M as (d_O, K d_I) or (d_O K, d_I) per sample
+        # M per sample: (d_O, d_I K) laid out (a, c, k) when the weights go first, else (d_O K, d_I) as (a, k, c)
+        self.src = src.transpose(1, 2, 0).reshape(-1) if self.weights_first else src.transpose(1, 0, 2).reshape(-1)
         self.inp = in_pos.T.reshape(-1)  # (c, j): x_I as (d_I, m_I) per sample
         self.out = out_pos.T.reshape(-1)  # (a, i): the result as (d_O, m_O) per sample
-        # flat indices into the (pairs, K) parameter: weights as (K m_I, m_O) or as (m_I, m_O K)
+        # flat indices into the (pairs, K) parameter: weights as (m_I, K m_O) laid out (j, k, i), or (K m_I, m_O)
         flat = grid[:, :, None] * k + np.arange(k)[None, None, :]  # (i, j, k)
-        self.w_index = (flat.transpose(1, 0, 2) if self.weights_first else flat.transpose(2, 1, 0)).reshape(-1)
+        self.w_index = (flat.transpose(1, 2, 0) if self.weights_first else flat.transpose(2, 1, 0)).reshape(-1)
 
 
 def _interactions(rep: Rep) -> tuple[list[tuple[int, int]], list[_Interaction], list[np.ndarray]]:
@@ -470,6 +471,7 @@ class BiLinear(Equivariant, nn.Module):
         super().__init__()
         f = factory(device, dtype)
         self.rep = _check_rep("rep", rep)
+        self.size = rep.size
         self.scale = float(scale)
         shapes, interactions, block_pos = _interactions(rep)
         self.weights = nn.ParameterList(
@@ -490,7 +492,6 @@ class BiLinear(Equivariant, nn.Module):
         layout = np.concatenate([pos.T.reshape(-1) for pos in block_pos]) if block_pos else np.zeros(0, np.int64)
         self.register_buffer("unpermute", torch.as_tensor(np.argsort(layout), dtype=torch.long, device=device),
                              persistent=False)
-        self.register_buffer("layout", torch.as_tensor(layout, dtype=torch.long, device=device), persistent=False)
 
     @property
     def rep_in(self) -> Rep:
@@ -507,26 +508,26 @@ class BiLinear(Equivariant, nn.Module):
             w.copy_(torch.randn(w.shape, dtype=w.dtype) / math.sqrt(w.shape[1]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_input(f"BiLinear({self.rep!r})", self, x, self.rep.size)
+        check_input(lambda: f"BiLinear({self.rep!r})", self, x, self.size)
         lead = x.shape[:-1]
         n_b = math.prod(lead)
-        x2 = x.reshape(n_b, self.rep.size)  # not -1: a batch of 0 has no inferable size
+        x2 = x.reshape(n_b, self.size)  # not -1: a batch of 0 has no inferable size
         acc: dict[int, torch.Tensor] = {}
         operands = torch.split(x2.index_select(1, self.reads), self._read_sizes, dim=1)
         for t, (w, o, (m_out, m_in, k, d_in, d_out), weights_first) in enumerate(self._plan):
             W = self.weights[w].reshape(-1).index_select(0, getattr(self, f"w_index_{t}"))
             xi, M = operands[2 * t], operands[2 * t + 1]  # (b, d_I m_I) laid out (c, j); (b, d_O K d_I) as (a, k, c)
-            if weights_first:  # Z[b, c, (i, k)] = sum_j x_j[c] w_ijk, then out[b, a, i] = sum_{k,c} M[a, k, c] Z
-                Z = (xi.reshape(n_b * d_in, m_in) @ W.view(m_in, m_out * k)).view(n_b, d_in, m_out, k)
-                out = torch.bmm(M.reshape(n_b, d_out, k * d_in), Z.permute(0, 3, 1, 2).reshape(n_b, k * d_in, m_out))
+            if weights_first:  # Z[b, (c, k), i] = sum_j x_j[c] w_ijk, then out[b, a, i] = sum_{c,k} M[a, c, k] Z
+                Z = (xi.reshape(n_b * d_in, m_in) @ W.view(m_in, k * m_out)).view(n_b, d_in * k, m_out)
+                out = torch.bmm(M.reshape(n_b, d_out, d_in * k), Z)
             else:  # P[b, (a, k), j] = sum_c M[a, k, c] x_j[c], then out[b, a, i] = sum_{k,j} P w_ijk
                 P = torch.bmm(M.reshape(n_b, d_out * k, d_in), xi.reshape(n_b, d_in, m_in))
                 out = P.view(n_b * d_out, k * m_in) @ W.view(k * m_in, m_out)
             out = out.reshape(n_b, d_out * m_out)
             acc[o] = out if o not in acc else acc[o] + out
         pieces = [acc[o] if has else x2.new_zeros(n_b, size) for o, size, has in self._out_blocks]
-        y = permute_last(torch.cat(pieces, dim=1), self.unpermute, self.layout) if pieces else torch.zeros_like(x2)
-        return (self.scale * y).reshape(*lead, self.rep.size)
+        y = torch.cat(pieces, dim=1).index_select(1, self.unpermute) if pieces else torch.zeros_like(x2)
+        return (self.scale * y).reshape(*lead, self.size)
 
 
 class EMLPBlock(Resettable, Equivariant, nn.Module):
@@ -593,12 +594,13 @@ class EMLP(Resettable, Equivariant, nn.Module):
         rep_in, rep_out = model_reps(rep_in, rep_out, group)
         reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
         self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
+        self.in_features, self.out_features = rep_in.size, rep_out.size
         f = {"device": device, "dtype": dtype}
         self.blocks = nn.Sequential(*[EMLPBlock(a, b, bilinear=bilinear, **f) for a, b in zip(reps, reps[1:])])
         self.head = EquivariantLinear(reps[-1], rep_out, **f)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_input(f"EMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.rep_in.size)
+        check_input(lambda: f"EMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.in_features)
         return self.head(self.blocks(x))
 
 

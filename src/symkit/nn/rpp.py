@@ -61,7 +61,7 @@ class RPPLinear(Resettable, Equivariant, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One matmul with the summed weight ``A + B`` (and bias ``a + b``): the two paths cost one dense layer."""
-        check_input(f"RPPLinear (rep_in {self.rep_in!r})", self, x, self.rep_in.size)
+        check_input(lambda: f"RPPLinear (rep_in {self.rep_in!r})", self, x, self.basic.in_features)
         eq = self.equivariant
         W = eq.weight + self.basic.weight
         b = self.basic.bias if eq.bias_basis is None else eq.bias + self.basic.bias
@@ -128,11 +128,12 @@ class RPPEMLP(Resettable, Equivariant, nn.Module):
         rep_in, rep_out = model_reps(rep_in, rep_out, group, who="RPPEMLP")
         reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
         self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
+        self.in_features, self.out_features = rep_in.size, rep_out.size
         self.blocks = nn.Sequential(*[_RPPBlock(a, b, device, dtype) for a, b in zip(reps, reps[1:])])
         self.head = RPPLinear(reps[-1], rep_out, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_input(f"RPPEMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.rep_in.size)
+        check_input(lambda: f"RPPEMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.in_features)
         return self.head(self.blocks(x))
 
 

@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from symkit.experiments.thesis_tables import compute_rank, thesis_cells  # noqa: E402
-from symkit.groups import O13, SO, SU, O, RubiksCube, S, SO13p, Sp, Z  # noqa: E402,F401
+from symkit.groups import O13, SO, SU, O, RubiksCube, S, SO11p, SO13p, Sp, Z  # noqa: E402,F401
 from symkit.reps import T, V, clear_memory_cache  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,6 +169,21 @@ def main() -> None:
         ratio = f"{t_ref / t_ours:9.1f}" if t_ref else f"{'-':>9s}"
         rr = "" if r < 0 else str(r)
         print(f"{label:28s} {rr:>6s} {fmt(t_ours):>11s} {fmt(t_ref) if t_ref else note:>12s} {ratio}")
+
+    print("\nSO+(1,1) projectors of T(p, q), p + q <= 10 (cold; built and applied to one vector; issue: under 1 s "
+          "each):")
+    with threadpool_limits(limits=1):
+        worst = (0.0, "")
+        for k in range(1, 11 if not args.quick else 7):
+            line = []
+            for p in range(k + 1):
+                rep = T(p, k - p, SO11p())
+                v = np.random.default_rng(0).standard_normal(rep.size)
+                t, _ = time_symkit(lambda rep=rep, v=v: rep.equivariant_projector() @ v)
+                worst = max(worst, (t, f"T({p},{k - p})"))
+                line.append(fmt(t))
+            print(f"  p+q={k:2d}: " + ", ".join(line))
+        print(f"  slowest: {worst[1]} {fmt(worst[0])}")
 
     if not args.no_tables and not args.quick:
         print("\nAll cells of Tables A.1-A.8 and the extra facts (rank(), cold caches):")

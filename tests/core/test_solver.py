@@ -201,3 +201,22 @@ def test_auto_uses_the_weight_path_above_dense_max(monkeypatch):
     # a finite group has no weight path
     with pytest.raises(ValueError, match="does not apply"):
         T(3, 0, Embed(C(4), 3, slice(0, 2))).rank(method="weight")
+
+
+def test_auto_leaves_the_brauer_path_when_its_diagrams_are_many():
+    """SO+(1,1) T(5,5) has 5,670 spanning diagrams (a dense 1024 x 5670 matrix and its Gram matrix: 41 s); its
+    zero-weight space gives the same subspace in a fraction of a second. Few diagrams keep the Brauer path."""
+    from symkit.groups import SO11p
+    from symkit.reps.brauer import brauer_rank
+
+    G = SO11p()
+    many, few = T(5, 5, G), T(2, 2, G)
+    assert solve_mod._pick(G, canonical_counts(many)[0][0], "auto") == "weight"
+    assert solve_mod._pick(G, canonical_counts(few)[0][0], "auto") == "brauer"
+    clear_memory_cache()
+    Q = many.equivariant_basis()
+    assert Q.shape[1] == brauer_rank(G, ["V"] * 5 + ["D"] * 5) == 252
+    assert_invariant_basis(Q, many, tol=1e-9)
+    P = many.equivariant_projector()
+    v = np.random.default_rng(0).standard_normal(many.size)
+    np.testing.assert_allclose(P @ v, Q @ (Q.T @ v), atol=1e-10)

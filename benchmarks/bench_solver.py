@@ -170,6 +170,12 @@ def main() -> None:
         rr = "" if r < 0 else str(r)
         print(f"{label:28s} {rr:>6s} {fmt(t_ours):>11s} {fmt(t_ref) if t_ref else note:>12s} {ratio}")
 
+    print("\nSO(3) high-order bases (cold, symkit only; issue: T(10) under 1 s):")
+    with threadpool_limits(limits=1):
+        for k in (8, 9, 10) if not args.quick else (8, 9):
+            t, Q = time_symkit(lambda k=k: T(k, 0, SO(3)).equivariant_basis())
+            print(f"  T({k}): {Q.shape[0]} x {Q.shape[1]} in {fmt(t)}")
+
     print("\nSO+(1,1) projectors of T(p, q), p + q <= 10 (cold; built and applied to one vector; issue: under 1 s "
           "each):")
     with threadpool_limits(limits=1):

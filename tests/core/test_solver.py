@@ -220,3 +220,35 @@ def test_auto_leaves_the_brauer_path_when_its_diagrams_are_many():
     P = many.equivariant_projector()
     v = np.random.default_rng(0).standard_normal(many.size)
     np.testing.assert_allclose(P @ v, Q @ (Q.T @ v), atol=1e-10)
+
+
+@pytest.mark.parametrize("group_name,p,q", [
+    ("SO(3)", 4, 0), ("SO(3)", 3, 0), ("O13()", 2, 2), ("Sp(2)", 4, 0), ("SO11p()", 2, 2), ("SU(2)", 2, 2),
+])
+def test_the_sparse_brauer_build_spans_what_the_dense_one_does(group_name, p, q, monkeypatch):
+    """Above SPARSE_ABOVE entries the diagram matrix is built sparse and orthonormalised through its Gram matrix
+    alone; forced on small cases, it gives the same invariant subspace as the dense build (projectors agree)."""
+    from symkit import groups
+    from symkit.reps import brauer
+
+    G = eval(group_name, vars(groups))
+    kinds = ["V"] * p + ["D"] * q
+    diagrams = brauer.brauer_diagrams(G, kinds)
+    dense = brauer._diagram_vectors(G, kinds, diagrams)
+    np.testing.assert_array_equal(brauer._diagram_matrix_sparse(G, kinds, diagrams).toarray(), dense)
+    Q_dense = brauer.brauer_basis(G, kinds)
+    monkeypatch.setattr(brauer, "SPARSE_ABOVE", 0)
+    Q_sparse = brauer.brauer_basis(G, kinds)
+    assert Q_sparse.shape == Q_dense.shape
+    np.testing.assert_allclose(Q_sparse.T @ Q_sparse, np.eye(Q_sparse.shape[1]), atol=1e-10)
+    np.testing.assert_allclose(Q_sparse @ Q_sparse.T, Q_dense @ Q_dense.T, atol=1e-10)
+
+
+def test_a_gram_rank_without_a_clear_gap_is_settled_exactly():
+    """Eigenvalues 1 and 1e-9 (relative) are no clear gap: the integer Gram matrix goes to the modular rank."""
+    from symkit.reps.brauer import _gram_rank
+
+    big = 10**9
+    gram = np.array([[big, big], [big, big + 1]], dtype=float)  # rank 2, smallest eigenvalue ~0.5 of ~2e9
+    assert _gram_rank(gram) == 2
+    assert _gram_rank(np.array([[4.0, 2.0], [2.0, 1.0]])) == 1

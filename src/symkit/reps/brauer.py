@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 from symkit.progress import progress_bar
 
@@ -248,14 +249,25 @@ def _rank_mod_p(M: np.ndarray, p: int = 2_147_483_629) -> int:
     return r
 
 
+#: the float rank of a Gram matrix is taken when its kept and dropped eigenvalues are this far apart (relative to the
+#: largest); closer calls of an integer Gram matrix are settled exactly, by elimination modulo a prime
+CLEAR_GAP = (1e-6, 1e-12)
+
+
 def _gram_rank(gram: np.ndarray) -> int:
-    """Rank of a Gram matrix: exact (modular) when its entries are integers, else float64 eigenvalues."""
+    """Rank of a Gram matrix from its float64 eigenvalues when the spectrum has a clear gap (:data:`CLEAR_GAP`;
+    e.g. SO(3) T_10: smallest kept 1e-2, largest dropped 4e-16 of the largest), else exact (modular) when its entries
+    are integers."""
     if gram.shape[0] == 0:
         return 0
-    if np.allclose(gram, np.round(gram)) and np.abs(gram).max() < 2**62:
-        return _rank_mod_p(gram)
     w = np.linalg.eigvalsh(gram)
-    return int(np.sum(w > 1e-9 * max(1.0, w.max())))
+    scale = max(1.0, float(w.max()))
+    kept, dropped = w[w > 1e-9 * scale], w[w <= 1e-9 * scale]
+    clear = (not kept.size or kept.min() > CLEAR_GAP[0] * scale) and (
+        not dropped.size or np.abs(dropped).max() < CLEAR_GAP[1] * scale)
+    if not clear and np.allclose(gram, np.round(gram)) and np.abs(gram).max() < 2**62:
+        return _rank_mod_p(gram)
+    return int(kept.size)
 
 
 def _vectors_rank(G: object, kinds: Sequence[str], diagrams: list, max_chunk: int) -> int:
@@ -303,12 +315,61 @@ def brauer_rank(G: object, kinds: Sequence[str], max_chunk: int = 4_000_000) -> 
     return r
 
 
+def _diagram_matrix_sparse(G: object, kinds: Sequence[str], diagrams: list) -> sp.csc_matrix:
+    """The diagrams' tensors as the columns of a sparse (n^k, N') matrix (the same values as
+    :func:`_diagram_vectors`): each tensor is an outer product of atoms, so its nonzeros are the products of the
+    atoms' nonzeros, placed at the sums of their strided slot indices."""
+    k = len(kinds)
+    n = G.d
+    stride = n ** np.arange(k - 1, -1, -1, dtype=np.int64)
+    rows, cols, vals = [], [], []
+    atom_cache: dict = {}
+    for c, dgm in enumerate(diagrams):
+        pos, val = np.zeros(1, dtype=np.int64), np.ones(1)
+        for slots, atom in _diagram_atoms(G, kinds, dgm):
+            key = (tuple(slots), atom.tobytes())
+            nz = atom_cache.get(key)
+            if nz is None:
+                idx = np.nonzero(atom)
+                offset = sum(i.astype(np.int64) * stride[s] for i, s in zip(idx, slots))
+                nz = atom_cache[key] = (offset, atom[idx])
+            pos = (pos[:, None] + nz[0][None, :]).reshape(-1)
+            val = (val[:, None] * nz[1][None, :]).reshape(-1)
+        rows.append(pos)
+        vals.append(val)
+        cols.append(np.full(pos.shape[0], c, dtype=np.int64))
+    N = n**k
+    if not rows:
+        return sp.csc_matrix((N, 0))
+    return sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                         shape=(N, len(diagrams)))
+
+
+#: above this many entries (n^k x diagrams) the basis is built from the sparse diagram matrix
+SPARSE_ABOVE = 2_000_000
+
+
+def _gram_range(gram: np.ndarray, r: int) -> np.ndarray:
+    """Coefficients C (N', r) with ``Tm C`` orthonormal, from the Gram matrix ``Tm^T Tm`` alone: the top ``r``
+    eigenvectors scaled by ``1/sqrt(w)``, then one re-orthonormalisation ``C L^-T`` with ``L L^T = C^T gram C``."""
+    w, U = np.linalg.eigh(gram)
+    idx = np.argsort(w)[::-1][:r]
+    C = U[:, idx] / np.sqrt(w[idx])
+    L = np.linalg.cholesky(C.T @ gram @ C)
+    return np.linalg.solve(L, C.T).T
+
+
 def brauer_basis(G: object, kinds: Sequence[str]) -> np.ndarray:
     """Orthonormal basis (n^k, r) of the invariant tensors, as combinations of the spanning diagrams."""
     diagrams = brauer_diagrams(G, kinds)
     N = G.d ** len(kinds)
     if not diagrams:
         return np.zeros((N, 0))
+    if N * len(diagrams) > SPARSE_ABOVE:
+        Ts = _diagram_matrix_sparse(G, kinds, diagrams)
+        gram = (Ts.T @ Ts).toarray()
+        C = _gram_range(gram, _gram_rank(gram))
+        return np.ascontiguousarray(Ts @ C)
     Tm = _diagram_vectors(G, kinds, diagrams)
     gram = Tm.T @ Tm
     r = _gram_rank(gram)

@@ -216,7 +216,9 @@ class Rep:
 
         `method` is "auto" (orbits for permutation groups, Brauer diagrams for classical groups, dense float64
         nullspace for small blocks, iterative otherwise), or one of "orbit", "brauer", "dense", "iterative".
-        float64 (complex128 for complex groups); with `sparse=True` a scipy.sparse matrix.
+        float64 (complex128 for complex groups); with `sparse=True` a scipy.sparse matrix. A plain tensor power's
+        basis is returned as a read-only view of the solver's cached block (no copy of a possibly large matrix):
+        ``Q.copy()`` to modify it.
         """
         return _solver().equivariant_basis(self, method=method, sparse=sparse)
 

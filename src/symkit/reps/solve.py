@@ -400,6 +400,13 @@ class StructuredBasis:
         return int(sum(pos.shape[0] * Q.shape[1] for pos, Q in self.parts))
 
     def to_dense(self) -> np.ndarray:
+        if len(self.parts) == 1:  # one block copy in natural order (a plain tensor power): a read-only view of
+            pos, Q = self.parts[0]  # the cached block, no copy (copy it to modify it)
+            if (pos.shape[0] == 1 and not sp.issparse(Q) and Q.dtype == self.dtype and Q.flags.c_contiguous
+                    and np.array_equal(pos[0], np.arange(self.size))):
+                view = Q.view()
+                view.flags.writeable = False
+                return view
         out = np.zeros((self.size, self.rank), dtype=self.dtype)
         off = 0
         for pos, Q in self.parts:
@@ -407,8 +414,17 @@ class StructuredBasis:
             if r == 0:
                 continue
             Qd = Q.toarray() if sp.issparse(Q) else Q
-            cols = off + np.arange(m * r).reshape(m, r)
-            out[pos[:, :, None], cols[:, None, :]] = Qd[None, :, :]
+            if m <= 64:  # copy by rows into a column slice per copy (no index array of Q's size)
+                for c in range(m):
+                    rows = pos[c]
+                    block = slice(off + c * r, off + (c + 1) * r)
+                    if rows.shape[0] == self.size and np.array_equal(rows, np.arange(self.size)):
+                        out[:, block] = Qd
+                    else:
+                        out[rows, block] = Qd
+            else:
+                cols = off + np.arange(m * r).reshape(m, r)
+                out[pos[:, :, None], cols[:, None, :]] = Qd[None, :, :]
             off += m * r
         return out
 

@@ -212,9 +212,10 @@ class EquivariantLinear(Equivariant, nn.Module):
     """``y = W x + b`` with ``W`` equivariant (``rho_out(g) W = W rho_in(g)``) and ``b`` invariant.
 
     ``vec(W) = Q beta`` with ``Q`` the orthonormal basis of ``rep_in >> rep_out`` (eq. 2.6); ``b = Q_b beta_b``
-    with ``Q_b`` the invariant vectors of ``rep_out``. Coefficients are initialised so every weight entry has
-    variance ``1 / rep_in.size`` on average (the LeCun scale), the bias at zero. ``device``/``dtype`` as for
-    ``nn.Linear`` (default: ``torch.get_default_dtype()``).
+    with ``Q_b`` the invariant vectors of ``rep_out``. Coefficients are initialised as the projection of a
+    LeCun-scaled dense weight: every entry has variance ``share / rep_in.size`` on average, with ``share = r /
+    (n_out n_in)`` the equivariant subspace's share of the weights; the bias starts at zero. ``device``/``dtype`` as
+    for ``nn.Linear`` (default: ``torch.get_default_dtype()``).
 
     In ``eval()`` mode without gradients (``torch.no_grad()``, ``inference_mode``) the assembled ``W`` and ``b`` are
     cached and rebuilt only when a parameter changes (its version counter or storage), so inference costs one
@@ -229,7 +230,10 @@ class EquivariantLinear(Equivariant, nn.Module):
         self.in_features, self.out_features = rep_in.size, rep_out.size  # plain ints: forward reads no Rep
         hom = rep_in >> rep_out
         blocks = hom.structured_basis().parts
-        stds = [math.sqrt(pos.shape[1] / max(Q.shape[1], 1) / max(rep_in.size, 1)) for pos, Q in blocks]
+        # a LeCun-scaled dense weight projected onto the equivariant subspace (what the reference code draws): each
+        # entry keeps the subspace's share r / (n_out n_in) of the variance 1 / n_in (docs/emlp.md, Decisions)
+        share = sum(pos.shape[0] * Q.shape[1] for pos, Q in blocks) / max(rep_in.size * rep_out.size, 1)
+        stds = [math.sqrt(share * pos.shape[1] / max(Q.shape[1], 1) / max(rep_in.size, 1)) for pos, Q in blocks]
         self.weight_basis = _BasisExpansion(hom, stds, device, dtype)
         self.bias_basis = _BasisExpansion(rep_out, 0.0, device, dtype) if bias else None
 
@@ -239,7 +243,7 @@ class EquivariantLinear(Equivariant, nn.Module):
         return self.weight_basis().reshape(self.out_features, self.in_features)
 
     def reset_parameters(self) -> None:
-        """Re-initialise the coefficients as at construction (LeCun-scaled weight, zero bias)."""
+        """Re-initialise the coefficients as at construction (projected LeCun-scaled weight, zero bias)."""
         self.weight_basis.reset_parameters()
         if self.bias_basis is not None:
             self.bias_basis.reset_parameters()

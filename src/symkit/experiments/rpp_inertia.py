@@ -73,11 +73,13 @@ def run(config: Config) -> dict:
         # MAP with a unit-variance Gaussian likelihood, divided by the number of training points
         return rpp_penalty(m, config.sigma_equivariant, config.sigma_basic) / config.n_train
 
+    # one scale for the inputs and one for the targets (a scalar rescaling keeps every symmetry), from the training set
+    sx, sy = x_train.std(), y_train.std()
     Trainer(model, lambda out, y: 0.5 * torch.mean((out - y) ** 2), penalty=penalty if config.model == "rpp" else None,
             lr=config.lr, epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
-            desc=f"{config.model}/{config.setting}").fit((x_train, y_train))
+            desc=f"{config.model}/{config.setting}").fit((x_train / sx, y_train / sy))
     with torch.no_grad():
-        test_mse = float(torch.mean((model(x_test) - y_test) ** 2))
+        test_mse = float(torch.mean((model(x_test / sx) * sy - y_test) ** 2))
     metrics = {"test_mse": test_mse, "train_seconds": time.perf_counter() - start}
     if config.model == "rpp":
         metrics["equivariant_fraction"] = equivariant_fraction(model)

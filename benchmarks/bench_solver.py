@@ -4,10 +4,12 @@ Run: ``.venv/bin/python benchmarks/bench_solver.py [--quick] [--no-tables] [--em
 
 For each case it times a cold solve (in-memory and disk caches off) of the full orthonormal basis Q in symkit, and
 the same call in emlp 1.0.3 in a fresh subprocess of its own interpreter (``.bench/emlp-venv``, JAX import and
-warm-up excluded). "x faster" is emlp time / symkit time. Big direct sums also time building the lazy projector of
-rep >> rep and applying it to one vector. Finally all cells of Tables A.1-A.8 (and the extra facts) are computed
-with ``rank()``, including the Rubik's cube T4, and the total is printed. Timings on a shared machine are noisy;
-compare the ratios of one run.
+warm-up excluded). "x faster" is emlp time / symkit time. The two bases are compared as subspaces: "subspace gap"
+is 1 - the smallest cosine of their principal angles (0: the same subspace; where the two libraries use different
+generators, as for the Rubik's cube, the subspaces may legitimately differ). Big direct sums also time building
+the lazy projector of rep >> rep and applying it to one vector. Finally all cells of Tables A.1-A.8 (and the extra
+facts) are computed with ``rank()``, including the Rubik's cube T4, and the total is printed. Timings on a shared
+machine are noisy; compare the ratios of one run.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ if case["kind"] == "cell":
     rep = T(case["p"], case["q"])(G)
     Q = np.asarray(rep.equivariant_basis())
     out = {"time": time.perf_counter() - t0, "rank": int(Q.shape[-1])}
+    if case.get("save") and Q.size <= 5e7:
+        np.save(case["save"], Q)
 else:
     rep = 100 * V(G) + 30 * V(G) ** 2 + 10 * V(G) ** 3
     if case["kind"] == "sum_basis":
@@ -89,6 +93,18 @@ else:
         out = {"time": time.perf_counter() - t0, "rank": -1}
 print("RESULT " + json.dumps(out))
 """
+
+
+def subspace_gap(Q: np.ndarray, Q_ref: np.ndarray) -> float:
+    """How far apart the column spans of two orthonormal bases are: 1 - (smallest cosine of their principal
+    angles), 0 for the same subspace, 1 when a direction of one is orthogonal to the other or the ranks differ."""
+    if Q.shape != Q_ref.shape:
+        return 1.0
+    if Q.shape[1] == 0:
+        return 0.0
+    Qr = np.linalg.qr(Q_ref)[0]  # emlp's bases are orthonormal up to its solver's tolerance
+    cosines = np.linalg.svd(np.conj(Q).T @ Qr, compute_uv=False)
+    return float(1.0 - cosines.min())
 
 
 def run_emlp(case: dict, timeout: float) -> tuple[float | None, str]:
@@ -137,7 +153,11 @@ def main() -> None:
             continue
         G = eval(gs)
         t_ours, Q = time_symkit(lambda G=G, p=p, q=q: T(p, q, G).equivariant_basis())
-        t_ref, note = run_emlp({"kind": "cell", "group": ge, "p": p, "q": q}, args.emlp_timeout)
+        saved = ROOT / ".bench" / "emlp_basis.npy"
+        saved.unlink(missing_ok=True)
+        t_ref, note = run_emlp({"kind": "cell", "group": ge, "p": p, "q": q, "save": str(saved)}, args.emlp_timeout)
+        if saved.exists():
+            note += f", subspace gap {subspace_gap(np.asarray(Q), np.load(saved)):.1e}"
         rows.append((label, t_ours, Q.shape[1], t_ref, note))
         msg = f"  {label:18s} symkit {fmt(t_ours):>10s} (rank {Q.shape[1]})   emlp {fmt(t_ref):>10s} {note}"
         print(msg, flush=True)

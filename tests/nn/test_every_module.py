@@ -112,6 +112,20 @@ def _b(path, *args, **kw):
     return build
 
 
+def _standardized(**f):
+    from symkit.nn import Standardize
+
+    G, rin, rout = _reps()
+    model = _emlp("EMLP")(**f)
+    dtype = f.get("dtype") or torch.get_default_dtype()
+    device = f.get("device")
+    x = torch.randn(8, rin.size, dtype=dtype).to(device) if device != "meta" else torch.empty(8, rin.size,
+                                                                                            dtype=dtype, device=device)
+    y = torch.randn(8, rout.size, dtype=dtype).to(device) if device != "meta" else torch.empty(8, rout.size,
+                                                                                             dtype=dtype, device=device)
+    return Standardize(model, rin, rout, x, y)
+
+
 EXAMPLES = {
     "symkit.nn.emlp.EquivariantLinear": (_emlp("EquivariantLinear"), _emlp_input("EquivariantLinear")),
     "symkit.nn.emlp.GatedNonlinearity": (_emlp("GatedNonlinearity"), _emlp_input("GatedNonlinearity")),
@@ -165,6 +179,7 @@ EXAMPLES = {
         lambda **f: importlib.import_module("symkit.discover.baselines").AugerinoPermutation(_sum_net(**f), 4, **f),
         _tokens()),
     "symkit.dynamics.model.ProjectNet": (_project_net, lambda **f: torch.randn(3, 1, 4, 4, **f)),
+    "symkit.nn.standardize.Standardize": (_standardized, _emlp_input("EMLP")),
     "symkit.nn.vision.GlobalAvgPool": (_b("symkit.nn.vision.GlobalAvgPool"), _image(2)),
     "symkit.nn.vision.TokenMean": (_b("symkit.nn.vision.TokenMean"), lambda **f: torch.randn(3, 5, 4, **f)),
     "symkit.nn.vision.ClassToken": (_b("symkit.nn.vision.ClassToken"), lambda **f: torch.randn(3, 5, 4, **f)),

@@ -112,6 +112,13 @@ def _b(path, *args, **kw):
     return build
 
 
+def _augmented(**f):
+    from symkit.nn import MLP, GroupAugmented
+
+    G, rin, rout = _reps()
+    return GroupAugmented(MLP(rin.size, rout.size, ch=8, num_layers=1, **f), rin, rout, G)
+
+
 def _standardized(**f):
     from symkit.nn import Standardize
 
@@ -180,6 +187,7 @@ EXAMPLES = {
         _tokens()),
     "symkit.dynamics.model.ProjectNet": (_project_net, lambda **f: torch.randn(3, 1, 4, 4, **f)),
     "symkit.nn.standardize.Standardize": (_standardized, _emlp_input("EMLP")),
+    "symkit.nn.augment.GroupAugmented": (_augmented, _emlp_input("EMLP")),
     "symkit.nn.vision.GlobalAvgPool": (_b("symkit.nn.vision.GlobalAvgPool"), _image(2)),
     "symkit.nn.vision.TokenMean": (_b("symkit.nn.vision.TokenMean"), lambda **f: torch.randn(3, 5, 4, **f)),
     "symkit.nn.vision.ClassToken": (_b("symkit.nn.vision.ClassToken"), lambda **f: torch.randn(3, 5, 4, **f)),

@@ -1,6 +1,7 @@
 """Torch modules: exactly equivariant layers (EMLP), soft equivariance (RPP), and the other layer families in
 their submodules (`symkit.nn.powernet`, `symkit.nn.relaxed`, `symkit.nn.sharing`, `symkit.nn.vision`)."""
 
+from symkit.nn.augment import GroupAugmented
 from symkit.nn.emlp import (
     EMLP,
     MLP,
@@ -21,5 +22,5 @@ __all__ = [
     "EMLP", "MLP", "BiLinear", "export", "EMLPBlock", "EquivariantLinear", "GatedNonlinearity", "gate_count", "gated",
     "swish",
     "uniform_rep", "RPPEMLP", "RPPGatedNonlinearity", "RPPLinear", "equivariant_fraction", "rpp_penalty",
-    "Standardize", "rep_statistics",
+    "Standardize", "rep_statistics", "GroupAugmented",
 ]

@@ -42,3 +42,8 @@ def test_the_default_demo_writes_a_report_with_a_plot(tmp_path):
     assert result.returncode == 0, result.stderr
     assert list(out.glob("*/*.png")), result.stdout
     assert "Table A.1" in (out / "ranks" / "report.md").read_text()
+    # the point of EMLP first: at the quick size its test MSE is a factor below the MLP's
+    rows = {line.split("|")[1].strip(): float(line.split("|")[4]) for line in
+            (out / "emlp-data-efficiency" / "report.md").read_text().splitlines()
+            if line.startswith("| emlp-o ") or line.startswith("| mlp ")}
+    assert rows["emlp-o"] < rows["mlp"] / 5, rows

@@ -65,7 +65,7 @@ def test_points_make_the_grid_and_are_checked():
 
 def test_plot_kind_is_checked():
     assert Plot(x="n", y="err", kind="scatter", diagonal=True).diagonal
-    with pytest.raises(ValueError, match="Plot kind must be 'line', 'bar' or 'scatter', got 'pie'"):
+    with pytest.raises(ValueError, match="Plot kind must be 'line', 'bar', 'box' or 'scatter', got 'pie'"):
         Plot(x="n", y="err", kind="pie")
 
 

@@ -106,3 +106,23 @@ def test_dynamics_report_draws_the_drift_curves_of_each_group(tmp_path):
     report = build_report(exp, store.runs("dynamics-drift"), plot_dir=tmp_path / "plots")
     figure = tmp_path / "plots" / "dynamics-drift_curves.png"
     assert figure in report.plots and figure.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_box_plots_draw_every_seed_of_every_setting(records, tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from symkit.runner.report import draw_plot
+
+    drawn = []
+    original = matplotlib.axes.Axes.boxplot
+
+    def recording(self, data, *args, **kwargs):
+        drawn.extend(sorted(values) for values in data)
+        return original(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "boxplot", recording)
+    exp = _experiment(Plot(x="model", y="err", hue="setting", kind="box", logy=True))
+    path = draw_plot(exp, exp.plots[0], aggregate(exp, records), tmp_path / "box.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    # one box per (model, setting), each holding the three seeds' values (base * factor + seed)
+    assert sorted(drawn) == sorted([[b * f + s for s in range(3)] for b in (1.0, 2.0) for f in (1.0, 10.0)])

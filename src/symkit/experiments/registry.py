@@ -82,12 +82,12 @@ class Plot:
     logx: bool = False
     logy: bool = False
     title: str = ""
-    kind: str = "line"  # "line", "bar" or "scatter"
+    kind: str = "line"  # "line", "bar", "box" (one box of the per-seed values per x and hue) or "scatter"
     diagonal: bool = False  # draw the line y = x (for "ours against the paper" scatter plots)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("line", "bar", "scatter"):
-            raise ValueError(f"Plot kind must be 'line', 'bar' or 'scatter', got {self.kind!r}")
+        if self.kind not in ("line", "bar", "box", "scatter"):
+            raise ValueError(f"Plot kind must be 'line', 'bar', 'box' or 'scatter', got {self.kind!r}")
 
 
 def _bound_of(item: Any) -> list[tuple[str, Any]]:

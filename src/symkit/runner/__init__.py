@@ -6,10 +6,10 @@ from symkit.experiments.registry import get_experiment
 from symkit.runner import plan, run_sweep, write_report
 from symkit.store import Store
 
-exp = get_experiment("rpp-inertia")
+exp = get_experiment("rpp-levels")
 store = Store("runs/results.db")
 result = run_sweep(exp, plan(exp, quick=True), store, executor="process", jobs=2)
-text, files = write_report(exp, store, "runs/reports/rpp-inertia")
+text, files = write_report(exp, store, "runs/reports/rpp-levels")
 ```
 """
 

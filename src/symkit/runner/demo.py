@@ -18,7 +18,7 @@ from symkit.runner.sweep import SweepError, plan, run_sweep, summary_lines
 from symkit.store import Store
 
 #: The experiments the demo runs with ``--quick``, in order (missing ones are skipped).
-DEMO_EXPERIMENTS: tuple[str, ...] = ("emlp-data-efficiency", "ranks", "rpp-inertia", "sharing-gaussian", "lee-trends")
+DEMO_EXPERIMENTS: tuple[str, ...] = ("emlp-data-efficiency", "ranks", "rpp-levels", "sharing-gaussian", "lee-trends")
 
 
 def run_demo(

@@ -263,7 +263,7 @@ def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path:
         return None
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
-    categorical = plot.kind == "bar" or not all(_is_number(g.value(plot.x)) for g in rows)
+    categorical = plot.kind in ("bar", "box") or not all(_is_number(g.value(plot.x)) for g in rows)
     categories = sorted({canonical_json(g.value(plot.x)) for g in rows},
                         key=lambda c: _sort_key(next(g.value(plot.x) for g in rows
                                                      if canonical_json(g.value(plot.x)) == c)))
@@ -286,6 +286,14 @@ def draw_plot(experiment: Experiment, plot: Plot, groups: Sequence[Group], path:
                           label=label, capsize=3)
             if len(rows) <= 16:  # small enough to print each value (a zero-height bar is otherwise invisible)
                 ax.bar_label(bars, labels=[f"{y:.3g}" for y in ys], fontsize=7, padding=2)
+            xs = offsets
+        elif plot.kind == "box":  # the spread over seeds, as the thesis's box plots (Fig. 3.2)
+            offsets = [x - 0.4 + width * (i + 0.5) for x in xs]
+            per_seed = [[float(m[plot.y]) for m in g.metrics_by_seed.values() if _is_number(m.get(plot.y))] or [y]
+                        for g, y in zip(members, ys)]
+            ax.boxplot(per_seed, positions=offsets, widths=width * 0.85, patch_artist=True, manage_ticks=False,
+                       boxprops={"facecolor": color, "alpha": 0.6}, medianprops={"color": "black"})
+            ax.plot([], [], color=color, linewidth=6, alpha=0.6, label=label)
             xs = offsets
         elif plot.kind == "scatter":
             ax.errorbar(xs, ys, yerr=errs if any(errs) else None, fmt="o", color=color, label=label,

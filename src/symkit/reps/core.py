@@ -119,6 +119,28 @@ class Rep:
     def _bind(self, G: Group) -> Rep:
         return self
 
+    def restrict(self, H: Group) -> Rep:
+        """The same rep read as a rep of ``H``, a group acting on the same base space: a subgroup such as SO(3) of
+        O(3) or ``SO2eR3()`` (rotations about z) of O(3). ``V(O(3)).restrict(SO(3)) == V(SO(3))``, and
+        ``rho_H(h) = rho_G(h)`` for every ``h`` in both groups. That ``H`` lies inside the rep's group is the
+        caller's claim (a map equivariant under both is equivariant under their intersection)."""
+        if not isinstance(H, Group):
+            raise TypeError(f"{self!r}.restrict(H): expected a Group, got {type(H).__name__}")
+        groups = self.groups()
+        if not groups:
+            return self
+        if len(groups) > 1:
+            raise ValueError(f"{self!r}.restrict: the rep mixes the groups {sorted(g.name for g in groups)}; "
+                             "restrict the factors one at a time")
+        (G,) = groups
+        if G.d != H.d:
+            raise ValueError(f"{self!r}.restrict({H}): {H} acts on R^{H.d}, but {G} acts on R^{G.d}")
+        return self._rebind(G, H)
+
+    def _rebind(self, G: Group, H: Group) -> Rep:
+        """This rep with every leaf bound to ``G`` bound to ``H`` instead (reps without leaves are unchanged)."""
+        return self
+
     @property
     def is_bound(self) -> bool:
         return True
@@ -316,6 +338,9 @@ class Vector(_Leaf):
     def _bind(self, G: Group) -> Rep:
         return Vector(G) if self._G is None else self
 
+    def _rebind(self, G: Group, H: Group) -> Rep:
+        return Vector(H) if self._G == G else self
+
     @property
     def size(self) -> int:
         if self._G is None:
@@ -375,6 +400,9 @@ class Dual(_Leaf):
 
     def _bind(self, G: Group) -> Rep:
         return self.base._bind(G).T
+
+    def _rebind(self, G: Group, H: Group) -> Rep:
+        return self.base._rebind(G, H).T
 
     @property
     def size(self) -> int:
@@ -451,6 +479,11 @@ class CustomRep(_Leaf):
         if self._G is not None:
             return self
         return CustomRep(G, self.rho_fn, self._size, self.name, self.drho_fn, self._orth, self._perm)
+
+    def _rebind(self, G: Group, H: Group) -> Rep:
+        if self._G != G:
+            return self
+        return CustomRep(H, self.rho_fn, self._size, self.name, self.drho_fn, self._orth, self._perm)
 
     @property
     def size(self) -> int:
@@ -595,6 +628,9 @@ class SumRep(Rep):
     def _bind(self, G: Group) -> Rep:
         return SumRep([(r._bind(G), m) for r, m in self.parts])
 
+    def _rebind(self, G: Group, H: Group) -> Rep:
+        return SumRep([(r._rebind(G, H), m) for r, m in self.parts])
+
     @property
     def size(self) -> int:
         return sum(r.size * m for r, m in self.parts)
@@ -706,6 +742,9 @@ class ProductRep(Rep):
 
     def _bind(self, G: Group) -> Rep:
         return ProductRep([r._bind(G) for r in self.factors])
+
+    def _rebind(self, G: Group, H: Group) -> Rep:
+        return ProductRep([r._rebind(G, H) for r in self.factors])
 
     @property
     def size(self) -> int:

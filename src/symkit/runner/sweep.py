@@ -191,11 +191,13 @@ def plan(
     values per field multiply the grid) and ``seeds`` replacing the grid's seeds.
 
     For experiments with an explicit run list (``Experiment.points``), a setting of a field that the list defines
-    selects the runs with those values instead (``--set group=SO(3)`` keeps the SO(3) cells of ``ranks``).
+    selects the runs with those values instead (``--set group=SO(3)`` keeps the SO(3) cells of ``ranks``); a field
+    that only the sweep's grid multiplies the list by is set, as in a plain grid.
     """
     grid = [dict(p) for p in points] if points is not None else experiment.grid(quick)
-    listed = points is not None or experiment.points is not None
-    point_keys = {k for point in grid for k in point if k != "seed"} if listed else set()
+    # the fields the explicit run list itself defines (not those the sweep's grid multiplies it by) select runs
+    listed = grid if points is not None else experiment.points(quick) if experiment.points is not None else []
+    point_keys = {k for point in listed for k in point if k != "seed"}
     settings = dict(settings or {})
     for key, values in settings.items():
         if key in point_keys:  # a field the explicit run list defines: keep the runs with these values

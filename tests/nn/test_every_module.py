@@ -143,6 +143,7 @@ EXAMPLES = {
     "symkit.nn.rpp.RPPLinear": (_emlp("RPPLinear"), _emlp_input("RPPLinear")),
     "symkit.nn.rpp.RPPGatedNonlinearity": (_emlp("RPPGatedNonlinearity"), _emlp_input("RPPGatedNonlinearity")),
     "symkit.nn.rpp.RPPEMLP": (_emlp("RPPEMLP"), _emlp_input("RPPEMLP")),
+    "symkit.nn.rpp.RPPConv2d": (_b("symkit.nn.rpp.RPPConv2d", 1, 2, 8), _image()),
     "symkit.nn.powernet.bases.PermutationBase": (_b("symkit.nn.powernet.bases.PermutationBase", [2, 0, 1]),
                                                  _vector(3)),
     "symkit.nn.powernet.bases.DenseBase": (_b("symkit.nn.powernet.bases.DenseBase", [[0.0, 1.0], [1.0, 0.0]]),

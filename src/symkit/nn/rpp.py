@@ -6,6 +6,16 @@ Gaussian priors ``beta ~ N(0, sigma_a^2)``, ``B ~ N(0, sigma_b^2)`` the sum has 
 MAP training explains what it can with the equivariant path. :func:`rpp_penalty` is the negative log prior (up to
 a constant) to add to the summed negative log likelihood; in terms of weight decay on a *summed* loss,
 ``wd = 1 / (2 sigma^2)``.
+
+The flexible path need not be unconstrained (Sec. 3.4: "the same recipe works ... for breaking a group down to a
+subgroup"): with ``subgroup=H`` every ``B`` is an equivariant map of ``H``, a group acting on the same space as
+``G`` (``SO(3)`` in ``O(3)``, rotations about z in ``O(3)``), so the model is exactly ``H``-equivariant with a soft
+preference for ``G``. Its nonlinearities are the ``G``-gated ones, which are ``H``-equivariant too (a gate scalar
+invariant under ``G`` is invariant under ``H``); the per-channel swish residual of the unconstrained RPP, which
+would break ``H``, is left out.
+
+:class:`RPPConv2d` is the convolutional RPP of eq. 3.2: a circular convolution (translation-equivariant) plus a
+dense map of the whole feature map, each with its own prior.
 """
 
 from __future__ import annotations
@@ -30,26 +40,40 @@ from symkit.nn.emlp import (
     model_reps,
     swish,
 )
+from symkit.nn.relaxed.container import RelaxedLayer
+from symkit.nn.relaxed.layers import EquivConv2d, SpatialFC2d
 from symkit.reps.core import Rep
 
-__all__ = ["RPPLinear", "RPPGatedNonlinearity", "RPPEMLP", "rpp_penalty", "equivariant_fraction"]
+__all__ = ["RPPLinear", "RPPGatedNonlinearity", "RPPEMLP", "RPPConv2d", "rpp_penalty", "equivariant_fraction"]
 
 #: scale of the unconstrained path at initialisation, relative to the equivariant one (reference code: 1e-3)
 BASIC_INIT_SCALE = 1e-3
 
 
 class RPPLinear(Resettable, Equivariant, nn.Module):
-    """``y = (A + B) x + a + b``: an equivariant linear layer (``A``, ``a``) plus a dense one (``B``, ``b``)."""
+    """``y = (A + B) x + a + b``: an equivariant linear layer (``A``, ``a``) plus a flexible one (``B``, ``b``):
+    dense, or with ``subgroup=H`` an equivariant layer of ``H`` (reps restricted by :meth:`Rep.restrict`). The
+    flexible path starts at ``BASIC_INIT_SCALE`` times the equivariant path's scale."""
 
-    def __init__(self, rep_in: Rep, rep_out: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
+    def __init__(self, rep_in: Rep, rep_out: Rep, subgroup: Group | None = None, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
         f = factory(device, dtype)
         self.equivariant = EquivariantLinear(rep_in, rep_out, **f)
-        basic = nn.Linear(rep_in.size, rep_out.size, dtype=f["dtype"])  # initialised on the CPU, then moved
-        with torch.no_grad():
-            basic.weight.normal_(0.0, BASIC_INIT_SCALE / math.sqrt(max(rep_in.size, 1)))
-            basic.bias.zero_()
-        self.basic = basic.to(f["device"])
+        self.subgroup = subgroup
+        if subgroup is None:
+            basic = nn.Linear(rep_in.size, rep_out.size, dtype=f["dtype"])  # initialised on the CPU, then moved
+            with torch.no_grad():
+                basic.weight.normal_(0.0, BASIC_INIT_SCALE / math.sqrt(max(rep_in.size, 1)))
+                basic.bias.zero_()
+            self.basic = basic.to(f["device"])
+        else:
+            if not isinstance(subgroup, Group):
+                raise TypeError(f"RPPLinear: subgroup must be a symkit Group, got {type(subgroup).__name__}")
+            self.basic = EquivariantLinear(rep_in.restrict(subgroup), rep_out.restrict(subgroup), **f)
+            with torch.no_grad():
+                for p in self.basic.weight_basis.parameters():
+                    p.mul_(BASIC_INIT_SCALE)
 
     @property
     def rep_in(self) -> Rep:
@@ -61,7 +85,7 @@ class RPPLinear(Resettable, Equivariant, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One matmul with the summed weight ``A + B`` (and bias ``a + b``): the two paths cost one dense layer."""
-        check_input(lambda: f"RPPLinear (rep_in {self.rep_in!r})", self, x, self.basic.in_features)
+        check_input(lambda: f"RPPLinear (rep_in {self.rep_in!r})", self, x, self.equivariant.in_features)
         eq = self.equivariant
         W = eq.weight + self.basic.weight
         b = self.basic.bias if eq.bias_basis is None else eq.bias + self.basic.bias
@@ -91,11 +115,13 @@ class RPPGatedNonlinearity(Resettable, Equivariant, nn.Module):
 
 
 class _RPPBlock(Equivariant, nn.Module):
-    def __init__(self, rep_in: Rep, rep_out: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
+    def __init__(self, rep_in: Rep, rep_out: Rep, subgroup: Group | None = None, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        self.linear = RPPLinear(rep_in, gated(rep_out), device=device, dtype=dtype)
+        self.linear = RPPLinear(rep_in, gated(rep_out), subgroup, device=device, dtype=dtype)
         self.bilinear = BiLinear(gated(rep_out), device=device, dtype=dtype)
-        self.nonlinearity = RPPGatedNonlinearity(rep_out, device=device, dtype=dtype)
+        self.nonlinearity = (RPPGatedNonlinearity(rep_out, device=device, dtype=dtype) if subgroup is None
+                             else GatedNonlinearity(rep_out, device=device))
 
     @property
     def rep_in(self) -> Rep:
@@ -111,8 +137,9 @@ class _RPPBlock(Equivariant, nn.Module):
 
 
 class RPPEMLP(Resettable, Equivariant, nn.Module):
-    """An EMLP whose every layer has a residual unconstrained path (RPP-EMLP, Sec. 3.4). Train it with
-    ``loss = sum of negative log likelihoods + rpp_penalty(model, sigma_equivariant, sigma_basic)``."""
+    """An EMLP whose every layer has a residual flexible path (RPP-EMLP, Sec. 3.4): unconstrained, or with
+    ``subgroup=H`` equivariant under ``H`` (the model is then exactly ``H``-equivariant, softly ``group``-
+    equivariant). Train it with ``loss = sum of negative log likelihoods + rpp_penalty(model, sigma_a, sigma_b)``."""
 
     def __init__(
         self,
@@ -121,6 +148,7 @@ class RPPEMLP(Resettable, Equivariant, nn.Module):
         group: Group,
         ch: int | Rep | Sequence[int | Rep] = 384,
         num_layers: int = 3,
+        subgroup: Group | None = None,
         device: Any = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -129,12 +157,38 @@ class RPPEMLP(Resettable, Equivariant, nn.Module):
         reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
         self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
         self.in_features, self.out_features = rep_in.size, rep_out.size
-        self.blocks = nn.Sequential(*[_RPPBlock(a, b, device, dtype) for a, b in zip(reps, reps[1:])])
-        self.head = RPPLinear(reps[-1], rep_out, device=device, dtype=dtype)
+        self.subgroup = subgroup
+        self.blocks = nn.Sequential(*[_RPPBlock(a, b, subgroup, device, dtype) for a, b in zip(reps, reps[1:])])
+        self.head = RPPLinear(reps[-1], rep_out, subgroup, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(lambda: f"RPPEMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.in_features)
         return self.head(self.blocks(x))
+
+
+class RPPConv2d(RelaxedLayer):
+    """The convolutional RPP (eq. 3.2, the reference code's ``LinearConvBlock`` without its activation):
+    ``y = conv(x) + fc(x)``, a circular ``kernel_size`` convolution (exactly equivariant to cyclic translations)
+    plus a dense map of the whole ``size x size`` feature map, which starts at ``BASIC_INIT_SCALE`` times its
+    default scale. :func:`rpp_penalty` puts ``sigma_a`` on the convolution and ``sigma_b`` on the dense path;
+    ``check_equivariance`` measures the departure from translation equivariance (exact once ``zero_path('fc')``)."""
+
+    def __init__(self, in_channels: int, out_channels: int, size: int, kernel_size: int = 3, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
+        f = factory(device, dtype)
+        conv = EquivConv2d(in_channels, out_channels, size, kernel_size=kernel_size, **f)
+        fc = SpatialFC2d(in_channels, out_channels, size, **f)
+        with torch.no_grad():
+            for p in fc.parameters():
+                p.mul_(BASIC_INIT_SCALE)
+        super().__init__({"conv": conv, "fc": fc}, combine="sum")
+
+    def reset_parameters(self) -> None:
+        """Re-draw both paths as at construction (the dense path at ``BASIC_INIT_SCALE`` of its default scale)."""
+        super().reset_parameters()
+        with torch.no_grad():
+            for p in self.paths["fc"].parameters():
+                p.mul_(BASIC_INIT_SCALE)
 
 
 def _split_parameters(model: nn.Module) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -142,15 +196,22 @@ def _split_parameters(model: nn.Module) -> tuple[list[torch.Tensor], list[torch.
     for module in model.modules():
         if isinstance(module, RPPLinear):
             equivariant += list(module.equivariant.weight_basis.parameters())
-            basic.append(module.basic.weight)
+            if isinstance(module.basic, EquivariantLinear):  # a subgroup's path: |gamma| = |B|_F (orthonormal Q)
+                basic += list(module.basic.weight_basis.parameters())
+            else:
+                basic.append(module.basic.weight)
         elif isinstance(module, RPPGatedNonlinearity):
             basic.append(module.basic)
+        elif isinstance(module, RPPConv2d):
+            equivariant.append(module.paths["conv"].weight)
+            basic.append(module.paths["fc"].weight)
     return equivariant, basic
 
 
 def rpp_penalty(model: nn.Module, sigma_equivariant: float, sigma_basic: float) -> torch.Tensor:
     """Negative log prior ``|beta|^2 / (2 sigma_a^2) + |B|^2 / (2 sigma_b^2)`` over the RPP layers of ``model``
-    (biases unpenalised, as in the reference code). With orthonormal ``Q``, ``|beta| = |A|_F``."""
+    (RPPLinear, RPPGatedNonlinearity, RPPConv2d; biases unpenalised, as in the reference code). With orthonormal
+    ``Q``, ``|beta| = |A|_F``."""
     for name, s in (("sigma_equivariant", sigma_equivariant), ("sigma_basic", sigma_basic)):
         if not (isinstance(s, (int, float)) and s > 0):
             raise ValueError(f"rpp_penalty: {name} must be a positive number, got {s!r}")

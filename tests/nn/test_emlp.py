@@ -277,3 +277,17 @@ def test_large_permutation_bases_are_gathers_with_the_same_weights(group, monkey
     for a, b in zip(g1, g2):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     assert gathered.check_equivariance() < 1e-12
+
+
+@pytest.mark.parametrize("group", ["O(3)", "S(4)", "O13()"])
+def test_the_bilinear_layer_counts_the_multiply_adds_its_matrix_products_do(group):
+    """``BiLinear.multiply_adds`` (what bench_models.py compares with a dense layer) is what torch's flop counter
+    sees in a forward pass: 2 flops per multiply-add per sample, over every batched and plain matmul."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from symkit import groups
+
+    layer = BiLinear(gated(uniform_rep(96, eval(group, vars(groups)))))
+    with FlopCounterMode(display=False) as counter:
+        layer(torch.randn(7, layer.size))
+    assert counter.get_total_flops() == 2 * 7 * layer.multiply_adds > 0

@@ -404,6 +404,7 @@ class _Interaction:
         cost_p_first = k * d_out * d_in * m_in + d_out * k * m_in * m_out
         cost_w_first = m_in * d_in * m_out * k + m_out * k * d_out * d_in
         self.weights_first = cost_w_first < cost_p_first
+        self.multiply_adds = min(cost_w_first, cost_p_first)  # per sample
         src = src.reshape(k, d_out, d_in)
         # M per sample: (d_O, d_I K) laid out (a, c, k) when the weights go first, else (d_O K, d_I) as (a, k, c)
         self.src = src.transpose(1, 2, 0).reshape(-1) if self.weights_first else src.transpose(1, 0, 2).reshape(-1)
@@ -478,6 +479,8 @@ class BiLinear(Equivariant, nn.Module):
         self.size = rep.size
         self.scale = float(scale)
         shapes, interactions, block_pos = _interactions(rep)
+        #: multiply-adds per sample of a forward pass (for comparison: a dense layer of this width has size**2)
+        self.multiply_adds = sum(it.multiply_adds for it in interactions)
         self.weights = nn.ParameterList(
             nn.Parameter(on(torch.randn(m, k, dtype=f["dtype"]) / math.sqrt(k), f)) for m, k in shapes)
         self._plan = []

@@ -133,6 +133,23 @@ def _standardized(**f):
     return Standardize(model, rin, rout, x, y)
 
 
+def _hamiltonian_net(**f):
+    """J grad H of an invariant energy of a state (q, p), two 3-vectors."""
+    from symkit.nn import EMLP, HamiltonianNet
+    from symkit.reps import Scalar, V
+
+    G, _, _ = _reps()
+    return HamiltonianNet(EMLP(2 * V(G), Scalar, G, ch=16, num_layers=1, **f))
+
+
+def _neural_ode(**f):
+    from symkit.nn import EMLP, NeuralODE
+    from symkit.reps import V
+
+    G, _, _ = _reps()
+    return NeuralODE(EMLP(2 * V(G), 2 * V(G), G, ch=16, num_layers=1, **f))
+
+
 EXAMPLES = {
     "symkit.nn.emlp.EquivariantLinear": (_emlp("EquivariantLinear"), _emlp_input("EquivariantLinear")),
     "symkit.nn.emlp.GatedNonlinearity": (_emlp("GatedNonlinearity"), _emlp_input("GatedNonlinearity")),
@@ -189,6 +206,8 @@ EXAMPLES = {
     "symkit.dynamics.model.ProjectNet": (_project_net, lambda **f: torch.randn(3, 1, 4, 4, **f)),
     "symkit.nn.standardize.Standardize": (_standardized, _emlp_input("EMLP")),
     "symkit.nn.augment.GroupAugmented": (_augmented, _emlp_input("EMLP")),
+    "symkit.nn.ode.HamiltonianNet": (_hamiltonian_net, _vector(6)),
+    "symkit.nn.ode.NeuralODE": (_neural_ode, _vector(6)),
     "symkit.nn.vision.GlobalAvgPool": (_b("symkit.nn.vision.GlobalAvgPool"), _image(2)),
     "symkit.nn.vision.TokenMean": (_b("symkit.nn.vision.TokenMean"), lambda **f: torch.randn(3, 5, 4, **f)),
     "symkit.nn.vision.ClassToken": (_b("symkit.nn.vision.ClassToken"), lambda **f: torch.randn(3, 5, 4, **f)),

@@ -102,4 +102,5 @@ def task(name: str) -> SymmetricTask:
 
 # the built-in tasks register themselves on import
 from symkit.datasets import particle as _particle  # noqa: E402,F401
+from symkit.datasets import pendulum as _pendulum  # noqa: E402,F401
 from symkit.datasets import synthetic as _synthetic  # noqa: E402,F401

@@ -15,6 +15,7 @@ from symkit.nn.emlp import (
     uniform_rep,
 )
 from symkit.nn.export import export
+from symkit.nn.ode import HamiltonianNet, NeuralODE, rollout, rollout_error
 from symkit.nn.rpp import RPPEMLP, RPPGatedNonlinearity, RPPLinear, equivariant_fraction, rpp_penalty
 from symkit.nn.standardize import Standardize, rep_statistics
 
@@ -22,5 +23,5 @@ __all__ = [
     "EMLP", "MLP", "BiLinear", "export", "EMLPBlock", "EquivariantLinear", "GatedNonlinearity", "gate_count", "gated",
     "swish",
     "uniform_rep", "RPPEMLP", "RPPGatedNonlinearity", "RPPLinear", "equivariant_fraction", "rpp_penalty",
-    "Standardize", "rep_statistics", "GroupAugmented",
+    "Standardize", "rep_statistics", "GroupAugmented", "HamiltonianNet", "NeuralODE", "rollout", "rollout_error",
 ]

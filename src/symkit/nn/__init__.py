@@ -16,12 +16,12 @@ from symkit.nn.emlp import (
 )
 from symkit.nn.export import export
 from symkit.nn.ode import HamiltonianNet, NeuralODE, rollout, rollout_error
-from symkit.nn.rpp import RPPEMLP, RPPGatedNonlinearity, RPPLinear, equivariant_fraction, rpp_penalty
+from symkit.nn.rpp import RPPEMLP, RPPConv2d, RPPGatedNonlinearity, RPPLinear, equivariant_fraction, rpp_penalty
 from symkit.nn.standardize import Standardize, rep_statistics
 
 __all__ = [
     "EMLP", "MLP", "BiLinear", "export", "EMLPBlock", "EquivariantLinear", "GatedNonlinearity", "gate_count", "gated",
     "swish",
-    "uniform_rep", "RPPEMLP", "RPPGatedNonlinearity", "RPPLinear", "equivariant_fraction", "rpp_penalty",
+    "uniform_rep", "RPPEMLP", "RPPConv2d", "RPPGatedNonlinearity", "RPPLinear", "equivariant_fraction", "rpp_penalty",
     "Standardize", "rep_statistics", "GroupAugmented", "HamiltonianNet", "NeuralODE", "rollout", "rollout_error",
 ]

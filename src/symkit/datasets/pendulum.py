@@ -11,8 +11,9 @@ The system is symmetric under O(2) about the z-axis (rotations and reflections o
 vectors alike): its flow commutes with the group, and the angular momentum ``L_z`` is conserved (Noether).
 
 **The second spring (a decision).** The thesis prints ``c = 1/2`` (the textbook potential); the authors' dataset code
-has ``c = 1`` (``k2 * (...) ** 2``). Table 2.2 was produced by that code, so ``spring="code"`` (``c = 1``) is the
-default here; ``spring="thesis"`` gives ``c = 1/2``. Both are Hamiltonian and O(2)-symmetric.
+has ``c = 1`` (``k2 * (...) ** 2``). Table 2.2 was presumably produced by that code (not checked), so
+``spring="code"`` (``c = 1``) is the default here; ``spring="thesis"`` gives ``c = 1/2``. Both are Hamiltonian and
+O(2)-symmetric.
 
 **Windy variant** (Sec. 3.5.1, the RPP experiments): ``H + eps H1`` with ``H1 = -w.x1 - w.x2``, ``w = [-8, -5, 0]``,
 ``eps = 0.01``: a constant horizontal force ``eps w`` on both masses, which breaks the rotations about z (and

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import torch
 
 from symkit.datasets.pendulum import pendulum_data
-from symkit.datasets.tasks import task
+from symkit.datasets.tasks import SymmetricTask, task
 from symkit.experiments.fields import CountOrZero, Positive, Seed
 from symkit.experiments.pendulum import evaluate_dynamics, state_scale, train_dynamics
 from symkit.experiments.registry import Experiment, Plot, register
@@ -135,26 +135,28 @@ def run(config: Config) -> dict:
     size = sizes(config)
     torch.manual_seed(config.seed)
     start = time.perf_counter()
-    if config.dataset == "pendulum":
-        metrics, model = _run_pendulum(config, task(task_name).exact, group(), size)
-    else:
-        data, G = task(task_name), group()
-        rep_in, rep_out = data.reps(G)
-        x_train, y_train = (t.float() for t in data.generate(size["n_train"], seed=2 * config.seed))
-        x_test, y_test = (t.float() for t in data.generate(size["n_test"], seed=2 * config.seed + 1))
-        net = build_model(config.model, rep_in, rep_out, G, size["ch"], size["num_layers"])
-        model = Standardize(net, rep_in, rep_out, x_train, y_train)
-        Trainer(model, lambda out, y: torch.mean((out - y) ** 2), penalty=_penalty(config), lr=config.lr,
-                epochs=size["epochs"], batch_size=size["batch_size"], seed=config.seed,
-                desc=f"{config.model}/{config.dataset}/{config.setting}").fit((x_train, y_train))
-        model.eval()
-        with torch.no_grad():
-            metrics = {"test_mse": float(torch.mean((model(x_test) - y_test) ** 2)),
-                       "constant_mse": float(torch.mean((y_test - y_train.mean(0)) ** 2))}
+    fit = _run_pendulum if config.dataset == "pendulum" else _run_regression
+    metrics, model = fit(config, task(task_name), group(), size)
     metrics["train_seconds"] = time.perf_counter() - start
     if config.model == "rpp":
         metrics["equivariant_fraction"] = equivariant_fraction(model)
     return metrics
+
+
+def _run_regression(config: Config, data: SymmetricTask, G, size: dict[str, int]) -> tuple[dict, torch.nn.Module]:
+    """A model of ``data``'s reps for ``G`` fitted to seeded samples by MSE, inputs and outputs ``Standardize``d."""
+    rep_in, rep_out = data.reps(G)
+    x_train, y_train = (t.float() for t in data.generate(size["n_train"], seed=2 * config.seed))
+    x_test, y_test = (t.float() for t in data.generate(size["n_test"], seed=2 * config.seed + 1))
+    net = build_model(config.model, rep_in, rep_out, G, size["ch"], size["num_layers"])
+    model = Standardize(net, rep_in, rep_out, x_train, y_train)
+    Trainer(model, lambda out, y: torch.mean((out - y) ** 2), penalty=_penalty(config), lr=config.lr,
+            epochs=size["epochs"], batch_size=size["batch_size"], seed=config.seed,
+            desc=f"{config.model}/{config.dataset}/{config.setting}").fit((x_train, y_train))
+    model.eval()
+    with torch.no_grad():
+        return {"test_mse": float(torch.mean((model(x_test) - y_test) ** 2)),
+                "constant_mse": float(torch.mean((y_test - y_train.mean(0)) ** 2))}, model
 
 
 @functools.lru_cache(maxsize=4)
@@ -162,9 +164,9 @@ def _pendulum(n_train: int, n_test: int, seed: int, wind: bool):
     return pendulum_data(n_train, n_test, n_test, seed, wind=wind)
 
 
-def _run_pendulum(config: Config, exact: bool, G, size: dict[str, int]) -> tuple[dict, torch.nn.Module]:
+def _run_pendulum(config: Config, pendulum: SymmetricTask, G, size: dict[str, int]) -> tuple[dict, torch.nn.Module]:
     """A Hamiltonian network ``4 V -> Scalar`` trained through rollouts of the (windy) pendulum's chunks."""
-    data = _pendulum(size["n_train"], size["n_test"], config.seed, not exact)
+    data = _pendulum(size["n_train"], size["n_test"], config.seed, not pendulum.exact)
     net = build_model(config.model, 4 * V(G), Scalar, G, size["ch"], size["num_layers"])
     hnn = HamiltonianNet(net, state_scale(data.train))
     train_dynamics(hnn, data.train, epochs=size["epochs"], lr=config.lr, batch_size=size["batch_size"],
@@ -179,7 +181,7 @@ def _run_pendulum(config: Config, exact: bool, G, size: dict[str, int]) -> tuple
 register(
     Experiment(
         name="rpp-levels",
-        description="MLP vs EMLP vs RPP-EMLP under exact, approximate and misspecified symmetry (inertia)",
+        description="MLP vs EMLP vs RPP-EMLP under exact, approximate and misspecified symmetry (inertia, pendulum)",
         reproduces="thesis Sec. 3.5.1, Figure 3.2: RPP ~ EMLP when exact, below both when approximate, ~ MLP when "
                    "misspecified",
         config=Config,

@@ -69,3 +69,11 @@ def test_each_panel_uses_its_data_and_group():
     assert names["pendulum", "misspecified"] == ("pendulum", "SO(3)")
     assert names["inertia", "misspecified"] == ("inertia", "SL(3)")
     assert names["inertia", "approximate"] == ("modified-inertia", "O(3)")
+
+
+def test_the_rpp_decays_are_the_authors_per_data_set_unless_set():
+    from symkit.experiments.rpp_levels import decays
+
+    assert decays(EXP.make_config(dataset="inertia")) == (1e-3, 1e2)
+    assert decays(EXP.make_config(dataset="pendulum")) == (1e-5, 1e-5)
+    assert decays(EXP.make_config(dataset="pendulum", basic_wd=3.0)) == (1e-5, 3.0)

@@ -49,7 +49,8 @@ from symkit.reps import Scalar, V
 from symkit.train import Trainer
 from symkit.train.trainer import Hook, TrainResult
 
-__all__ = ["KINDS", "MODELS", "PendulumConfig", "build_dynamics", "train_dynamics", "evaluate_dynamics", "run"]
+__all__ = ["KINDS", "MODELS", "PendulumConfig", "build_dynamics", "cached_data", "train_dynamics",
+           "evaluate_dynamics", "run"]
 
 KINDS = ("hnn", "node")
 MODELS = ("mlp", "emlp-so2", "emlp-o2", "emlp-d6")
@@ -202,14 +203,16 @@ def evaluate_dynamics(dynamics: nn.Module, data: PendulumData, *, n_rollouts: in
 
 
 @functools.lru_cache(maxsize=4)
-def _data(n_train: int, n_val: int, n_test: int, seed: int, wind: bool, spring: str) -> PendulumData:
+def cached_data(n_train: int, n_val: int, n_test: int, seed: int, wind: bool, spring: str = "code") -> PendulumData:
+    """:func:`~symkit.datasets.pendulum.pendulum_data`, kept for the runs of one process that share it (the
+    integration of 1500 systems over 30 s is the costly part)."""
     return pendulum_data(n_train, n_val, n_test, seed, wind=wind, spring=spring)
 
 
 def run(config: PendulumConfig) -> dict:
     """Train one model (``kind``, ``model``) on the pendulum data of ``seed`` and report Table 2.2's metrics."""
     _validate(config)
-    data = _data(config.n_train, config.n_val, config.n_test, config.seed, config.wind, config.spring)
+    data = cached_data(config.n_train, config.n_val, config.n_test, config.seed, config.wind, config.spring)
     torch.manual_seed(config.seed)
     scale = state_scale(data.train) if config.standardize else None
     dynamics = build_dynamics(config.kind, config.model, config.ch, config.num_layers, input_scale=scale,

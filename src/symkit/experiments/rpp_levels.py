@@ -34,17 +34,15 @@ epochs, Adam at 3e-3, batch 500, 10 trials. The thesis shows box plots only; its
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import dataclass
 
 import torch
 
-from symkit.datasets.pendulum import pendulum_data
 from symkit.datasets.tasks import SymmetricTask, task
 from symkit.experiments.fields import CountOrZero, NonNegative, Positive, Seed
-from symkit.experiments.pendulum import evaluate_dynamics, state_scale, train_dynamics
+from symkit.experiments.pendulum import cached_data, evaluate_dynamics, state_scale, train_dynamics
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.groups import SL, SO, O, O2eR3
 from symkit.nn import EMLP, MLP, HamiltonianNet, Standardize
@@ -171,14 +169,9 @@ def _run_regression(config: Config, data: SymmetricTask, G, size: dict[str, int]
                 "constant_mse": float(torch.mean((y_test - y_train.mean(0)) ** 2))}, model
 
 
-@functools.lru_cache(maxsize=4)
-def _pendulum(n_train: int, n_test: int, seed: int, wind: bool):
-    return pendulum_data(n_train, n_test, n_test, seed, wind=wind)
-
-
 def _run_pendulum(config: Config, pendulum: SymmetricTask, G, size: dict[str, int]) -> tuple[dict, torch.nn.Module]:
     """A Hamiltonian network ``4 V -> Scalar`` trained through rollouts of the (windy) pendulum's chunks."""
-    data = _pendulum(size["n_train"], size["n_test"], config.seed, not pendulum.exact)
+    data = cached_data(size["n_train"], size["n_test"], size["n_test"], config.seed, not pendulum.exact)
     net = build_model(config.model, 4 * V(G), Scalar, G, size["ch"], size["num_layers"])
     hnn = HamiltonianNet(net, state_scale(data.train))
     train_dynamics(hnn, data.train, epochs=size["epochs"], lr=config.lr, batch_size=size["batch_size"],

@@ -177,18 +177,18 @@ class RPPConv2d(RelaxedLayer):
                  dtype: torch.dtype | None = None) -> None:
         f = factory(device, dtype)
         conv = EquivConv2d(in_channels, out_channels, size, kernel_size=kernel_size, **f)
-        fc = SpatialFC2d(in_channels, out_channels, size, **f)
-        with torch.no_grad():
-            for p in fc.parameters():
-                p.mul_(BASIC_INIT_SCALE)
-        super().__init__({"conv": conv, "fc": fc}, combine="sum")
+        super().__init__({"conv": conv, "fc": SpatialFC2d(in_channels, out_channels, size, **f)}, combine="sum")
+        self._shrink_dense_path()
+
+    @torch.no_grad()
+    def _shrink_dense_path(self) -> None:
+        for p in self.paths["fc"].parameters():
+            p.mul_(BASIC_INIT_SCALE)
 
     def reset_parameters(self) -> None:
         """Re-draw both paths as at construction (the dense path at ``BASIC_INIT_SCALE`` of its default scale)."""
         super().reset_parameters()
-        with torch.no_grad():
-            for p in self.paths["fc"].parameters():
-                p.mul_(BASIC_INIT_SCALE)
+        self._shrink_dense_path()
 
 
 def _split_parameters(model: nn.Module) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

@@ -1,5 +1,6 @@
-"""Torch modules: exactly equivariant layers (EMLP), soft equivariance (RPP), and the other layer families in
-their submodules (`symkit.nn.powernet`, `symkit.nn.relaxed`, `symkit.nn.sharing`, `symkit.nn.vision`)."""
+"""Torch modules: exactly equivariant layers (EMLP), soft equivariance (RPP), p4 group convolutions, and the other
+layer families in their submodules (`symkit.nn.powernet`, `symkit.nn.relaxed`, `symkit.nn.sharing`,
+`symkit.nn.vision`)."""
 
 from symkit.nn.augment import GroupAugmented
 from symkit.nn.emlp import (
@@ -15,6 +16,7 @@ from symkit.nn.emlp import (
     uniform_rep,
 )
 from symkit.nn.export import export
+from symkit.nn.groupconv import P4CNN, P4BatchNorm2d, P4Conv2d, P4LiftConv2d, rotate_p4
 from symkit.nn.ode import HamiltonianNet, NeuralODE, rollout, rollout_error
 from symkit.nn.rpp import RPPEMLP, RPPConv2d, RPPGatedNonlinearity, RPPLinear, equivariant_fraction, rpp_penalty
 from symkit.nn.standardize import Standardize, rep_statistics
@@ -24,4 +26,5 @@ __all__ = [
     "swish",
     "uniform_rep", "RPPEMLP", "RPPConv2d", "RPPGatedNonlinearity", "RPPLinear", "equivariant_fraction", "rpp_penalty",
     "Standardize", "rep_statistics", "GroupAugmented", "HamiltonianNet", "NeuralODE", "rollout", "rollout_error",
+    "P4CNN", "P4BatchNorm2d", "P4Conv2d", "P4LiftConv2d", "rotate_p4",
 ]

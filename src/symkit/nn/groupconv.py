@@ -1,0 +1,171 @@
+"""Group convolutions for the rotation-translation group p4 (Cohen & Welling 2016): quarter-turn equivariant CNNs.
+
+A p4 feature map has shape ``(N, C * 4, H, W)``, channel-major and rotation-minor: channel ``c * 4 + r`` holds the
+response of filter ``c`` rotated by ``r`` quarter turns. Rotating the input by a quarter turn
+(``torch.rot90(x, 1, (2, 3))``) rotates every map and shifts the rotation axis by one: ``r -> r + 1 (mod 4)``.
+
+- :class:`P4LiftConv2d`: ``out[c, s] = x ⋆ rot^s(w_c)`` (an image to a p4 map).
+- :class:`P4Conv2d`: ``out[c', s] = sum_{c, r} f[c, r] ⋆ rot^s(w[c', c, r - s])`` (p4 map to p4 map).
+- :class:`P4BatchNorm2d`: one mean and variance per filter, shared by its 4 rotations.
+- :class:`P4CNN`: lift, p4 convolutions with batch norm and ReLU, 2x2 max pooling, a pool over positions *and*
+  rotations, and a linear head: its logits are invariant to quarter turns of the input (for square, even-sized
+  inputs, where zero padding and 2x2 pooling commute with the rotation).
+
+Each layer builds its whole filter bank once per forward pass and runs one ``conv2d``, so the cost is that of a
+plain convolution with 4x the channels, while the weights are 4x (lifting) or 16x (group convolution) fewer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from symkit.nn._factory import Resettable, factory, place
+
+__all__ = ["P4BatchNorm2d", "P4CNN", "P4Conv2d", "P4LiftConv2d", "rotate_p4"]
+
+
+def _check_counts(who: str, **values: int) -> None:
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{who}: {name} must be an int >= 1, got {v!r}")
+
+
+def _uniform_(param: Tensor, bound: float) -> None:
+    """Fill ``param`` with U(-bound, bound) drawn on the CPU from the global generator, whatever its device (so a
+    model built on any device starts from the same numbers)."""
+    with torch.no_grad():
+        param.copy_(torch.empty(param.shape, dtype=torch.float64).uniform_(-bound, bound))
+
+
+def rotate_p4(f: Tensor, k: int = 1) -> Tensor:
+    """The action of ``k`` quarter turns on a p4 map ``(N, C * 4, H, W)``: rotate each map and shift the rotation
+    axis by ``k`` (what :class:`P4Conv2d` commutes with)."""
+    if f.dim() != 4 or f.shape[1] % 4:
+        raise ValueError(f"rotate_p4 expects (N, C * 4, H, W), got {tuple(f.shape)}")
+    n, c4, h, w = f.shape
+    g = f.reshape(n, c4 // 4, 4, h, w).roll(k, dims=2).reshape(n, c4, h, w)
+    return torch.rot90(g, k, dims=(2, 3))
+
+
+class P4LiftConv2d(nn.Module):
+    """Lifting convolution: ``(N, C_in, H, W) -> (N, C_out * 4, H, W)``, ``out[c, s] = x ⋆ rot^s(w_c)``; a
+    ``k x k`` kernel with ``padding = k // 2`` (odd ``k``) keeps the size. ``C_out C_in k^2`` weights and one bias
+    per filter, shared by its rotations."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, bias: bool = True,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        _check_counts("P4LiftConv2d", in_channels=in_channels, out_channels=out_channels, kernel_size=kernel_size)
+        if kernel_size % 2 == 0:
+            raise ValueError(f"P4LiftConv2d: kernel_size must be odd (symmetric padding), got {kernel_size}")
+        f = factory(device, dtype)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size, kernel_size, **f))
+        self.bias = nn.Parameter(torch.empty(out_channels, **f)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / (self.in_channels * self.kernel_size**2) ** 0.5  # nn.Conv2d's rule, fan-in C_in k^2
+        _uniform_(self.weight, bound)
+        if self.bias is not None:
+            _uniform_(self.bias, bound)
+
+    def filters(self) -> Tensor:
+        """The bank ``(C_out * 4, C_in, k, k)``: filter ``c`` rotated by ``s`` quarter turns at row ``c * 4 + s``."""
+        bank = torch.stack([torch.rot90(self.weight, s, dims=(2, 3)) for s in range(4)], dim=1)
+        return bank.reshape(self.out_channels * 4, self.in_channels, self.kernel_size, self.kernel_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"P4LiftConv2d expects (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        bias = None if self.bias is None else self.bias.repeat_interleave(4)
+        return F.conv2d(x, self.filters(), bias, padding=self.kernel_size // 2)
+
+
+class P4Conv2d(nn.Module):
+    """p4 group convolution: ``(N, C_in * 4, H, W) -> (N, C_out * 4, H, W)``,
+    ``out[c', s] = sum_{c, r} f[c, r] ⋆ rot^s(w[c', c, (r - s) mod 4])``; ``4 C_out C_in k^2`` weights."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, bias: bool = True,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        _check_counts("P4Conv2d", in_channels=in_channels, out_channels=out_channels, kernel_size=kernel_size)
+        if kernel_size % 2 == 0:
+            raise ValueError(f"P4Conv2d: kernel_size must be odd (symmetric padding), got {kernel_size}")
+        f = factory(device, dtype)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, 4, kernel_size, kernel_size, **f))
+        self.bias = nn.Parameter(torch.empty(out_channels, **f)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / (4 * self.in_channels * self.kernel_size**2) ** 0.5  # nn.Conv2d's rule for 4 C_in inputs
+        _uniform_(self.weight, bound)
+        if self.bias is not None:
+            _uniform_(self.bias, bound)
+
+    def filters(self) -> Tensor:
+        """The bank ``(C_out * 4, C_in * 4, k, k)``: row ``c' * 4 + s``, column ``c * 4 + r`` holds
+        ``rot^s(w[c', c, (r - s) mod 4])``."""
+        k = self.kernel_size
+        bank = torch.stack([torch.rot90(self.weight.roll(s, dims=2), s, dims=(3, 4)) for s in range(4)], dim=1)
+        return bank.reshape(self.out_channels * 4, self.in_channels * 4, k, k)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4 or x.shape[1] != 4 * self.in_channels:
+            raise ValueError(f"P4Conv2d expects (N, {4 * self.in_channels}, H, W) (= {self.in_channels} filters x 4 "
+                             f"rotations), got {tuple(x.shape)}")
+        bias = None if self.bias is None else self.bias.repeat_interleave(4)
+        return F.conv2d(x, self.filters(), bias, padding=self.kernel_size // 2)
+
+
+class P4BatchNorm2d(nn.BatchNorm3d):
+    """Batch norm of a p4 map with one mean, variance, scale and shift per filter, shared by its 4 rotations (so it
+    commutes with :func:`rotate_p4`)."""
+
+    def __init__(self, channels: int, device: Any = None, dtype: torch.dtype | None = None) -> None:
+        _check_counts("P4BatchNorm2d", channels=channels)
+        super().__init__(channels, **factory(device, dtype))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4 or x.shape[1] != 4 * self.num_features:
+            raise ValueError(f"P4BatchNorm2d expects (N, {4 * self.num_features}, H, W), got {tuple(x.shape)}")
+        n, c4, h, w = x.shape
+        return super().forward(x.reshape(n, c4 // 4, 4, h, w)).reshape(n, c4, h, w)
+
+
+class P4CNN(Resettable, nn.Module):
+    """A quarter-turn invariant classifier with the layout of :class:`symkit.nn.vision.SmallCNN`: per stage two
+    3x3 p4 convolutions (the first lifts) with batch norm and ReLU, 2x2 max pooling between stages, then the mean
+    over positions and rotations and a linear head. ``width`` counts filters (each has 4 rotations), so a
+    ``SmallCNN`` of twice the width has about the same number of weights in its hidden convolutions."""
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 8, stages: int = 2,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        _check_counts("P4CNN", in_channels=in_channels, num_classes=num_classes, width=width, stages=stages)
+        layers: list[nn.Module] = []
+        c_in = in_channels
+        for i in range(stages):
+            c_out = width * 2**i
+            first = P4LiftConv2d(c_in, c_out, 3, bias=False) if i == 0 else P4Conv2d(c_in, c_out, 3, bias=False)
+            layers += [first, P4BatchNorm2d(c_out), nn.ReLU()]
+            layers += [P4Conv2d(c_out, c_out, 3, bias=False), P4BatchNorm2d(c_out), nn.ReLU()]
+            if i < stages - 1:
+                layers.append(nn.MaxPool2d(2))
+            c_in = c_out
+        self.features = nn.Sequential(*layers)
+        self.channels = c_in
+        self.head = nn.Linear(c_in, num_classes)
+        place(self, device, dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4 or x.shape[-1] != x.shape[-2]:
+            raise ValueError(f"P4CNN expects square images (N, C, H, H), got {tuple(x.shape)}")
+        f = self.features(x)
+        pooled = f.reshape(f.shape[0], self.channels, -1).mean(dim=-1)  # over rotations and positions
+        return self.head(pooled)

@@ -150,6 +150,23 @@ def _neural_ode(**f):
     return NeuralODE(EMLP(2 * V(G), 2 * V(G), G, ch=16, num_layers=1, **f))
 
 
+def _projector(kind):
+    def build(**f):
+        from symkit.pacbayes import make_projector
+
+        mask = torch.arange(60) % 3 == 0 if kind.startswith("film") else None
+        return make_projector(kind, 60, 5, film_mask=mask, **f)
+
+    return build
+
+
+def _subspace(**f):
+    from symkit.nn.vision import SmallCNN
+    from symkit.pacbayes import SubspaceModel
+
+    return SubspaceModel(SmallCNN(1, 4, width=2, norm="batch", **f), 10)
+
+
 EXAMPLES = {
     "symkit.nn.emlp.EquivariantLinear": (_emlp("EquivariantLinear"), _emlp_input("EquivariantLinear")),
     "symkit.nn.emlp.GatedNonlinearity": (_emlp("GatedNonlinearity"), _emlp_input("GatedNonlinearity")),
@@ -227,6 +244,18 @@ EXAMPLES = {
                              _image()),
     "symkit.nn.vision.BasicBlock": (_b("symkit.nn.vision.BasicBlock", 2, 4, stride=2), _image(2)),
     "symkit.nn.vision.ResNet18": (_b("symkit.nn.vision.ResNet18", 1, 4, width=4, stem="cifar"), _image(1, 16)),
+    "symkit.nn.groupconv.P4LiftConv2d": (_b("symkit.nn.groupconv.P4LiftConv2d", 1, 2), _image()),
+    "symkit.nn.groupconv.P4Conv2d": (_b("symkit.nn.groupconv.P4Conv2d", 1, 2), _image(4)),
+    "symkit.nn.groupconv.P4BatchNorm2d": (_b("symkit.nn.groupconv.P4BatchNorm2d", 2), _image(8)),
+    "symkit.nn.groupconv.P4CNN": (_b("symkit.nn.groupconv.P4CNN", 1, 4, width=2), _image()),
+    "symkit.pacbayes.projectors.DenseProjector": (_projector("dense"), lambda **f: torch.randn(5, **f)),
+    "symkit.pacbayes.projectors.SparseProjector": (_projector("sparse"), lambda **f: torch.randn(5, **f)),
+    "symkit.pacbayes.projectors.KronSumProjector": (_projector("kron-sum"), lambda **f: torch.randn(5, **f)),
+    "symkit.pacbayes.projectors.KronProjector": (_projector("kron"), lambda **f: torch.randn(5, **f)),
+    "symkit.pacbayes.projectors.FiLMProjector": (_projector("film"), lambda **f: torch.randn(5, **f)),
+    "symkit.pacbayes.projectors.FiLMKronProjector": (_projector("film+kron"), lambda **f: torch.randn(5, **f)),
+    "symkit.pacbayes.quantize.Quantizer": (_b("symkit.pacbayes.quantize.Quantizer", 7), _vector(20)),
+    "symkit.pacbayes.subspace.SubspaceModel": (_subspace, _image()),
 }
 
 #: private helpers and abstract bases, and the example that builds them
@@ -237,6 +266,9 @@ COVERED_BY = {
     "symkit.nn.powernet.net._Head": "symkit.nn.powernet.net.PowerNet",
     "symkit.nn.powernet.net._ConvBlock": "symkit.nn.powernet.net.ConvNet",
     "symkit.nn.relaxed.layers._Path": "symkit.nn.relaxed.layers.EquivConv2d",
+    "symkit.pacbayes.projectors.Projector": "symkit.pacbayes.projectors.DenseProjector",
+    "symkit.pacbayes.pipeline._Quantized": "symkit.pacbayes.subspace.SubspaceModel",  # tests/pacbayes/test_pipeline
+    "symkit.pacbayes.pipeline._Masked": "symkit.pacbayes.subspace.SubspaceModel",
 }
 
 #: modules without parameters or buffers of their own take no factory keywords (PyTorch's pooling layers do not)

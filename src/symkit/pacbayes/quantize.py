@@ -211,9 +211,16 @@ class Quantizer(nn.Module):
                  dtype: torch.dtype | None = None) -> None:
         super().__init__()
         levels = check_int("levels", levels, 1)
-        start = torch.linspace(-1.0, 1.0, levels, device=device, dtype=dtype) if levels > 1 else \
-            torch.zeros(1, device=device, dtype=dtype)
-        self.codebook = nn.Parameter(start)
+        start = torch.linspace(-1.0, 1.0, levels, dtype=torch.float64) if levels > 1 else \
+            torch.zeros(1, dtype=torch.float64)
+        self.codebook = nn.Parameter(start.to(device=device, dtype=dtype or torch.get_default_dtype()))
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """The placeholder levels of construction, ``linspace(-1, 1, levels)`` (0 for one level)."""
+        n = self.codebook.numel()
+        start = torch.linspace(-1.0, 1.0, n, dtype=torch.float64) if n > 1 else torch.zeros(1, dtype=torch.float64)
+        self.codebook.copy_(start)
 
     @property
     def levels(self) -> int:

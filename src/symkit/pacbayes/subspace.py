@@ -116,6 +116,14 @@ class SubspaceModel(nn.Module):
         return torch.cat([(theta0[n] if n in theta0 else p).detach().reshape(-1).to(device=p0.device, dtype=p0.dtype)
                           for n, p in named]).clone()
 
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """``w = 0`` (the point ``θ0``, which does not change); the wrapped net's own (unused, frozen) parameters are
+        reset too when it has ``reset_parameters``."""
+        if hasattr(self.net, "reset_parameters"):
+            self.net.reset_parameters()
+        self.w.zero_()
+
     @property
     def num_params(self) -> int:
         """``D``, the number of the net's parameters."""

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from symkit.nn._factory import Resettable, factory, place
+from symkit.nn.vision import norm_kind
 
 __all__ = ["P4BatchNorm2d", "P4CNN", "P4Conv2d", "P4LiftConv2d", "rotate_p4"]
 
@@ -142,19 +143,29 @@ class P4CNN(Resettable, nn.Module):
     """A quarter-turn invariant classifier with the layout of :class:`symkit.nn.vision.SmallCNN`: per stage two
     3x3 p4 convolutions (the first lifts) with batch norm and ReLU, 2x2 max pooling between stages, then the mean
     over positions and rotations and a linear head. ``width`` counts filters (each has 4 rotations), so a
-    ``SmallCNN`` of twice the width has about the same number of weights in its hidden convolutions."""
+    ``SmallCNN`` of twice the width has about the same number of weights in its hidden convolutions.
+    ``norm``: ``"batch"`` (or True) is :class:`P4BatchNorm2d`; ``"group"`` normalises each sample over a filter's
+    4 rotations and the positions (``nn.GroupNorm`` with one group per filter, no affine parameters, no running
+    statistics); ``"none"`` (or False) drops the norms and gives the convolutions biases."""
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 8, stages: int = 2,
-                 device: Any = None, dtype: torch.dtype | None = None) -> None:
+                 norm: bool | str = True, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         _check_counts("P4CNN", in_channels=in_channels, num_classes=num_classes, width=width, stages=stages)
+        kind = norm_kind("P4CNN", norm)
         layers: list[nn.Module] = []
         c_in = in_channels
         for i in range(stages):
             c_out = width * 2**i
-            first = P4LiftConv2d(c_in, c_out, 3, bias=False) if i == 0 else P4Conv2d(c_in, c_out, 3, bias=False)
-            layers += [first, P4BatchNorm2d(c_out), nn.ReLU()]
-            layers += [P4Conv2d(c_out, c_out, 3, bias=False), P4BatchNorm2d(c_out), nn.ReLU()]
+            bias = kind == "none"
+            first = P4LiftConv2d(c_in, c_out, 3, bias=bias) if i == 0 else P4Conv2d(c_in, c_out, 3, bias=bias)
+            for conv in (first, P4Conv2d(c_out, c_out, 3, bias=bias)):
+                layers.append(conv)
+                if kind == "batch":
+                    layers.append(P4BatchNorm2d(c_out))
+                elif kind == "group":
+                    layers.append(nn.GroupNorm(c_out, 4 * c_out, affine=False))
+                layers.append(nn.ReLU())
             if i < stages - 1:
                 layers.append(nn.MaxPool2d(2))
             c_in = c_out

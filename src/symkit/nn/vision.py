@@ -58,19 +58,37 @@ class PatchEmbed(Resettable, nn.Module):
         return self.proj(x).flatten(2).transpose(1, 2)
 
 
+def norm_kind(who: str, norm: bool | str) -> str:
+    """``"batch"``, ``"group"`` or ``"none"`` from a ``norm`` argument (True is ``"batch"``, False ``"none"``)."""
+    kind = {True: "batch", False: "none"}.get(norm, norm) if isinstance(norm, bool) else norm
+    if kind not in ("batch", "group", "none"):
+        raise ValueError(f"{who}: norm must be 'batch', 'group', 'none' or a bool, got {norm!r}")
+    return kind
+
+
 class SmallCNN(Resettable, nn.Module):
-    """conv3x3-BN-ReLU blocks, stride-2 max pooling between stages, global average pooling and a linear head."""
+    """conv3x3-BN-ReLU blocks, stride-2 max pooling between stages, global average pooling and a linear head.
+
+    ``norm``: ``"batch"`` (or True, the default), ``"group"`` (per-sample statistics over groups of 4 channels,
+    no affine parameters: the twin of :class:`~symkit.nn.P4CNN`'s per-filter norm; no running statistics) or
+    ``"none"`` (or False; the convolutions get biases instead)."""
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 16, stages: int = 2,
-    device: Any = None, dtype: torch.dtype | None = None) -> None:
+                 norm: bool | str = True, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         _check_positive(in_channels=in_channels, num_classes=num_classes, width=width, stages=stages)
+        kind = norm_kind("SmallCNN", norm)
         layers: list[nn.Module] = []
         c_in = in_channels
         for i in range(stages):
             c_out = width * 2**i
-            layers += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
-            layers += [nn.Conv2d(c_out, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+            for a, b in ((c_in, c_out), (c_out, c_out)):
+                layers += [nn.Conv2d(a, b, 3, padding=1, bias=kind == "none")]
+                if kind == "batch":
+                    layers.append(nn.BatchNorm2d(b))
+                elif kind == "group":
+                    layers.append(nn.GroupNorm(max(1, b // 4), b, affine=False))
+                layers.append(nn.ReLU())
             if i < stages - 1:
                 layers.append(nn.MaxPool2d(2))
             c_in = c_out

@@ -267,6 +267,7 @@ COVERED_BY = {
     "symkit.nn.powernet.net._ConvBlock": "symkit.nn.powernet.net.ConvNet",
     "symkit.nn.relaxed.layers._Path": "symkit.nn.relaxed.layers.EquivConv2d",
     "symkit.pacbayes.projectors.Projector": "symkit.pacbayes.projectors.DenseProjector",
+    "symkit.nn.groupconv._P4Conv": "symkit.nn.groupconv.P4Conv2d",
     "symkit.pacbayes.pipeline._Quantized": "symkit.pacbayes.subspace.SubspaceModel",  # tests/pacbayes/test_pipeline
     "symkit.pacbayes.pipeline._Masked": "symkit.pacbayes.subspace.SubspaceModel",
 }

@@ -52,62 +52,60 @@ def rotate_p4(f: Tensor, k: int = 1) -> Tensor:
     return torch.rot90(g, k, dims=(2, 3))
 
 
-class P4LiftConv2d(nn.Module):
-    """Lifting convolution: ``(N, C_in, H, W) -> (N, C_out * 4, H, W)``, ``out[c, s] = x ⋆ rot^s(w_c)``; a
-    ``k x k`` kernel with ``padding = k // 2`` (odd ``k``) keeps the size. ``C_out C_in k^2`` weights and one bias
-    per filter, shared by its rotations."""
+class _P4Conv(nn.Module):
+    """What the lifting and the group convolution share: a ``k x k`` kernel (odd ``k``, ``padding = k // 2`` keeps
+    the size), one bias per filter shared by its rotations, nn.Conv2d's initialisation for the fan-in, and one
+    ``conv2d`` with the filter bank of :meth:`filters`. ``rotations`` is 1 on images, 4 on p4 maps."""
+
+    rotations = 1
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, bias: bool = True,
                  device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        _check_counts("P4LiftConv2d", in_channels=in_channels, out_channels=out_channels, kernel_size=kernel_size)
+        who = type(self).__name__
+        _check_counts(who, in_channels=in_channels, out_channels=out_channels, kernel_size=kernel_size)
         if kernel_size % 2 == 0:
-            raise ValueError(f"P4LiftConv2d: kernel_size must be odd (symmetric padding), got {kernel_size}")
+            raise ValueError(f"{who}: kernel_size must be odd (symmetric padding), got {kernel_size}")
         f = factory(device, dtype)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
-        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel_size, kernel_size, **f))
+        axis = (self.rotations,) if self.rotations > 1 else ()
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, *axis, kernel_size, kernel_size, **f))
         self.bias = nn.Parameter(torch.empty(out_channels, **f)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        bound = 1.0 / (self.in_channels * self.kernel_size**2) ** 0.5  # nn.Conv2d's rule, fan-in C_in k^2
+        bound = 1.0 / (self.rotations * self.in_channels * self.kernel_size**2) ** 0.5  # nn.Conv2d's fan-in rule
         _uniform_(self.weight, bound)
         if self.bias is not None:
             _uniform_(self.bias, bound)
+
+    def filters(self) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: Tensor) -> Tensor:
+        c = self.rotations * self.in_channels
+        if x.dim() != 4 or x.shape[1] != c:
+            per = f" (= {self.in_channels} filters x 4 rotations)" if self.rotations > 1 else ""
+            raise ValueError(f"{type(self).__name__} expects (N, {c}, H, W){per}, got {tuple(x.shape)}")
+        bias = None if self.bias is None else self.bias.repeat_interleave(4)
+        return F.conv2d(x, self.filters(), bias, padding=self.kernel_size // 2)
+
+
+class P4LiftConv2d(_P4Conv):
+    """Lifting convolution: ``(N, C_in, H, W) -> (N, C_out * 4, H, W)``, ``out[c, s] = x ⋆ rot^s(w_c)``;
+    ``C_out C_in k^2`` weights."""
 
     def filters(self) -> Tensor:
         """The bank ``(C_out * 4, C_in, k, k)``: filter ``c`` rotated by ``s`` quarter turns at row ``c * 4 + s``."""
         bank = torch.stack([torch.rot90(self.weight, s, dims=(2, 3)) for s in range(4)], dim=1)
         return bank.reshape(self.out_channels * 4, self.in_channels, self.kernel_size, self.kernel_size)
 
-    def forward(self, x: Tensor) -> Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"P4LiftConv2d expects (N, {self.in_channels}, H, W), got {tuple(x.shape)}")
-        bias = None if self.bias is None else self.bias.repeat_interleave(4)
-        return F.conv2d(x, self.filters(), bias, padding=self.kernel_size // 2)
 
-
-class P4Conv2d(nn.Module):
+class P4Conv2d(_P4Conv):
     """p4 group convolution: ``(N, C_in * 4, H, W) -> (N, C_out * 4, H, W)``,
     ``out[c', s] = sum_{c, r} f[c, r] ⋆ rot^s(w[c', c, (r - s) mod 4])``; ``4 C_out C_in k^2`` weights."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, bias: bool = True,
-                 device: Any = None, dtype: torch.dtype | None = None) -> None:
-        super().__init__()
-        _check_counts("P4Conv2d", in_channels=in_channels, out_channels=out_channels, kernel_size=kernel_size)
-        if kernel_size % 2 == 0:
-            raise ValueError(f"P4Conv2d: kernel_size must be odd (symmetric padding), got {kernel_size}")
-        f = factory(device, dtype)
-        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
-        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, 4, kernel_size, kernel_size, **f))
-        self.bias = nn.Parameter(torch.empty(out_channels, **f)) if bias else None
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        bound = 1.0 / (4 * self.in_channels * self.kernel_size**2) ** 0.5  # nn.Conv2d's rule for 4 C_in inputs
-        _uniform_(self.weight, bound)
-        if self.bias is not None:
-            _uniform_(self.bias, bound)
+    rotations = 4
 
     def filters(self) -> Tensor:
         """The bank ``(C_out * 4, C_in * 4, k, k)``: row ``c' * 4 + s``, column ``c * 4 + r`` holds
@@ -115,13 +113,6 @@ class P4Conv2d(nn.Module):
         k = self.kernel_size
         bank = torch.stack([torch.rot90(self.weight.roll(s, dims=2), s, dims=(3, 4)) for s in range(4)], dim=1)
         return bank.reshape(self.out_channels * 4, self.in_channels * 4, k, k)
-
-    def forward(self, x: Tensor) -> Tensor:
-        if x.dim() != 4 or x.shape[1] != 4 * self.in_channels:
-            raise ValueError(f"P4Conv2d expects (N, {4 * self.in_channels}, H, W) (= {self.in_channels} filters x 4 "
-                             f"rotations), got {tuple(x.shape)}")
-        bias = None if self.bias is None else self.bias.repeat_interleave(4)
-        return F.conv2d(x, self.filters(), bias, padding=self.kernel_size // 2)
 
 
 class P4BatchNorm2d(nn.BatchNorm3d):

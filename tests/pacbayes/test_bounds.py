@@ -157,13 +157,13 @@ def test_seeger_bound_is_tight_at_zero_error():
     (lambda: catoni_bound(1.5, 10, 100), "train_error must be an error rate"),
     (lambda: catoni_bound(0.1, -1, 100), "kl_bits must be a finite number >= 0"),
     (lambda: catoni_bound(0.1, float("nan"), 100), "kl_bits must be a finite number >= 0"),
-    (lambda: catoni_bound(0.1, 10, 0), "n must be an int >= 1"),
+    (lambda: catoni_bound(0.1, 10, 0), "n: expected an int >= 1"),
     (lambda: catoni_bound(0.1, 10, 100, delta=1.0), "delta must be a probability"),
     (lambda: catoni_bound(0.1, 10, 100, alpha=1.0), "alpha must be a number > 1"),
-    (lambda: mcallester_bound(0.1, 10, 10.5), "n must be an int"),
-    (lambda: hoeffding_holdout_bound(0.1, 100, 0), "num_params must be an int >= 1"),
-    (lambda: hyperparameter_bits(2, 0), "grid size 1 must be an int >= 1"),
-    (lambda: label_bits(10, 1), "num_classes must be an int >= 2"),
+    (lambda: mcallester_bound(0.1, 10, 10.5), "n: expected an int"),
+    (lambda: hoeffding_holdout_bound(0.1, 100, 0), "num_params: expected an int >= 1"),
+    (lambda: hyperparameter_bits(2, 0), "grid size 1: expected an int >= 1"),
+    (lambda: label_bits(10, 1), "num_classes: expected an int >= 2"),
 ])
 def test_bad_input_is_named(call, message):
     with pytest.raises((ValueError, TypeError), match=message):

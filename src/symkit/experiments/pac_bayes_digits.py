@@ -169,10 +169,10 @@ def _holdout(config: PacBayesDigitsConfig, model: torch.nn.Module, train: Data, 
     prior, held = (train[0][m:], train[1][m:]), (train[0][:m], train[1][:m])
     Trainer(model, F.cross_entropy, lr=config.full_lr, epochs=config.epochs, batch_size=config.batch_size,
             seed=137 + config.seed, min_batch=2, desc="holdout prior").fit(prior)
-    held_error = error_rate(model, held)
+    test_error = error_rate(model, test)
     return {"n": m, "num_params": sum(p.numel() for p in model.parameters()), "train_error": error_rate(model, prior),
-            "quantized_train_error": held_error, "test_error": error_rate(model, test),
-            "quantized_test_error": error_rate(model, test), "message_bits": 0.0, "message_kb": 0.0,
+            "quantized_train_error": error_rate(model, held), "test_error": test_error,
+            "quantized_test_error": test_error, "message_bits": 0.0, "message_kb": 0.0,
             "bound": holdout_bound(model, held, config.delta), "seconds": round(time.time() - t0, 1)}
 
 

@@ -25,6 +25,8 @@ import math
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
+from symkit._checks import check_int
+
 __all__ = [
     "catoni_bound",
     "compressible_fraction",
@@ -63,14 +65,6 @@ def _nonnegative(name: str, value: object) -> float:
     return value
 
 
-def _count(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _delta(delta: object) -> float:
     if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)):
         raise TypeError(f"delta must be a number in (0, 1), got {type(delta).__name__}")
@@ -93,13 +87,13 @@ def hyperparameter_bits(*grid_sizes: int) -> float:
     costs ``log2 H`` bits, paid in the message. ``hyperparameter_bits(2, 2, 2) == 3``."""
     total = 0.0
     for i, size in enumerate(grid_sizes):
-        total += math.log2(_count(f"grid size {i}", size))
+        total += math.log2(check_int(f"grid size {i}", size, 1))
     return total
 
 
 def label_bits(n: int, num_classes: int) -> float:
     """``n log2 C``: the raw size of ``n`` labels of ``C`` classes (CIFAR-10's 50,000 labels: 20.3 KB)."""
-    return _count("n", n) * math.log2(_count("num_classes", num_classes, 2))
+    return check_int("n", n, 1) * math.log2(check_int("num_classes", num_classes, 2))
 
 
 def random_label_min_bits(data_bits: float, nll_bits: float, delta: float = 0.05) -> float:
@@ -121,7 +115,7 @@ def finite_class_bound(train_error: float, log2_classes: float, n: int, delta: f
     ``R <= R_hat + sqrt((ln |H| + ln(1/delta)) / (2n))``, capped at 1."""
     r = _error("train_error", train_error)
     size = _nonnegative("log2_classes", log2_classes) * LN2
-    n = _count("n", n)
+    n = check_int("n", n, 1)
     return min(1.0, r + math.sqrt((size + math.log(1.0 / _delta(delta))) / (2 * n)))
 
 
@@ -130,7 +124,7 @@ def mcallester_bound(train_error: float, kl_bits: float, n: int, delta: float = 
     capped at 1."""
     r = _error("train_error", train_error)
     kl = _nonnegative("kl_bits", kl_bits) * LN2
-    n = _count("n", n)
+    n = check_int("n", n, 1)
     return min(1.0, r + math.sqrt((kl + math.log(n / _delta(delta)) + 2.0) / (2 * n - 1)))
 
 
@@ -139,8 +133,8 @@ def hoeffding_holdout_bound(holdout_error: float, m: int, num_params: int, delta
     posterior at the prior's own point (KL <= ln D for a model of D parameters):
     ``R <= R_hat_m + sqrt((ln(D m / delta) + 2) / (2m - 1))``, capped at 1."""
     r = _error("holdout_error", holdout_error)
-    m = _count("m", m)
-    d = _count("num_params", num_params)
+    m = check_int("m", m, 1)
+    d = check_int("num_params", num_params, 1)
     return min(1.0, r + math.sqrt((math.log(d * m / _delta(delta)) + 2.0) / (2 * m - 1)))
 
 
@@ -169,7 +163,7 @@ def catoni_bound(train_error: float, kl_bits: float, n: int, delta: float = 0.05
     """
     r = _error("train_error", train_error)
     kl = _nonnegative("kl_bits", kl_bits) * LN2
-    n = _count("n", n)
+    n = check_int("n", n, 1)
     d = _delta(delta)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 1.0 < alpha < math.inf:
         raise ValueError(f"alpha must be a number > 1, got {alpha!r}")
@@ -208,5 +202,5 @@ def seeger_bound(train_error: float, kl_bits: float, n: int, delta: float = 0.05
     """The KL-inverse bound (Seeger 2002, Maurer 2004): ``kl(R_hat || R) <= (KL + ln(2 sqrt(n) / delta)) / n``."""
     r = _error("train_error", train_error)
     kl = _nonnegative("kl_bits", kl_bits) * LN2
-    n = _count("n", n)
+    n = check_int("n", n, 1)
     return kl_inverse(r, (kl + math.log(2.0 * math.sqrt(n) / _delta(delta))) / n)

@@ -41,7 +41,13 @@ from symkit.pacbayes.bounds import (
     mcallester_bound,
     point_mass_kl_bits,
 )
-from symkit.pacbayes.coding import EncodedMessage, arithmetic_decode, arithmetic_encode, message_length
+from symkit.pacbayes.coding import (
+    EncodedMessage,
+    arithmetic_decode,
+    arithmetic_encode,
+    entropy_bits,
+    message_length,
+)
 from symkit.pacbayes.quantize import Quantizer
 from symkit.pacbayes.subspace import SubspaceModel
 from symkit.train import Trainer, predict
@@ -234,13 +240,8 @@ def _mask_bits(mask: Tensor, coder: str) -> float:
     """The positions of the kept weights: the 0/1 mask arithmetic-coded with its empirical frequencies, plus the
     ``ceil(log2 D)`` bits of the count of ones."""
     m = mask.reshape(-1).to(torch.long).cpu().numpy()
-    count_bits = math.ceil(math.log2(m.size + 1))
-    if m.min() == m.max():
-        return float(count_bits)
-    if coder == "ideal":
-        p = m.mean()
-        return math.ceil(-m.size * (p * math.log2(p) + (1 - p) * math.log2(1 - p))) + 2 + count_bits
-    return float(arithmetic_encode(m, 2).bits + count_bits)
+    payload = entropy_bits(m) + 2 if coder == "ideal" else arithmetic_encode(m, 2).bits
+    return float(payload + math.ceil(math.log2(m.size + 1)))
 
 
 class _Masked(nn.Module):

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from symkit import runtime
 from symkit._checks import check_int
 from symkit.progress import progress_bar
 
@@ -213,11 +214,11 @@ class Trainer:
         result = TrainResult()
         self._best_state, self._wait = None, 0
         start_epoch = self._resume(result)
-        total = self.epochs * steps_per_epoch if self.max_steps is None else min(self.max_steps,
-                                                                                  self.epochs * steps_per_epoch)
+        epochs = runtime.epochs(self.epochs)  # a smoke run (symkit.runtime) trains its first epoch(s) only
+        total = epochs * steps_per_epoch if self.max_steps is None else min(self.max_steps, epochs * steps_per_epoch)
         bar = progress_bar(desc=self.desc, total=total, initial=min(result.steps, total))
         self.stop = False
-        for epoch in range(start_epoch + 1, self.epochs + 1):
+        for epoch in range(start_epoch + 1, epochs + 1):
             if result.steps >= total or self.stop:
                 break
             self.model.train()
@@ -231,7 +232,7 @@ class Trainer:
                 n_seen = 0
             loss_sum, correct = 0.0, 0
             t0 = time.perf_counter()
-            for batch in batches:
+            for batch in runtime.limit_batches(batches):
                 if result.steps >= total:
                     break
                 loss, out, count = self._step(batch, result)
@@ -240,7 +241,7 @@ class Trainer:
                 if batch is not None:
                     n_seen += count
                     if self.accuracy and out.device.type != "meta":
-                        correct += int((out.argmax(-1) == batch[1]).sum())
+                        correct += int((out.argmax(-1) == batch[1].to(out.device)).sum())
                 if result.stopped_early and self.monitor == "loss":
                     break  # the step's loss ended the run before its update
                 result.steps += 1
@@ -306,11 +307,12 @@ class Trainer:
             loss = self.objective(self.model)
             count = 1
         else:
-            xb, yb = batch
+            xb, yb = self._to_model(batch)
             if self.augment is not None:
                 xb = self.augment(xb, self.generator)
-            out = self.model(xb)
-            loss = self.loss_fn(out, yb)
+            with runtime.autocast(xb.device.type):  # bfloat16 forward at --precision bf16 (symkit.runtime)
+                out = self.model(xb)
+                loss = self.loss_fn(out, yb)
             count = len(xb)
         if self.penalty is not None:
             loss = loss + self.penalty(self.model)
@@ -321,6 +323,13 @@ class Trainer:
             return loss, out, count
         self._update(value, result)
         return loss, out, count
+
+    def _to_model(self, batch: Batch) -> Batch:
+        """The batch on the device of the trained parameters (data may stay on the CPU while the model is on a GPU)."""
+        device = self.params[0].device if self.params else batch[0].device
+        if batch[0].device == device or device.type == "meta":
+            return batch
+        return batch[0].to(device, non_blocking=True), batch[1].to(device, non_blocking=True)
 
     # ---------------------------------------------------------------------------------------------- checkpoints
     def _save(self, epoch: int, result: TrainResult) -> None:

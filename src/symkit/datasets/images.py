@@ -42,7 +42,10 @@ def image_folder_files(data_dir: str | os.PathLike | None = None,
 
 def load_image(path: str | os.PathLike, size: int = 224) -> np.ndarray:
     """One image as ``(3, size, size)`` uint8: RGB, shorter side resized to ``size * 256 / 224``, centre crop."""
-    from PIL import Image, UnidentifiedImageError
+    try:
+        from PIL import Image, UnidentifiedImageError
+    except ImportError:
+        raise ImportError("reading image folders needs Pillow: pip install 'symkit[experiments]'") from None
 
     try:
         with Image.open(path) as img:

@@ -20,7 +20,7 @@ LEVELS = {
     "testing": 4,
     "nn": 5, "datasets": 5,
     "train": 6,
-    "measure": 7, "dynamics": 7, "discover": 7, "marglik": 7, "pacbayes": 7,
+    "measure": 7, "dynamics": 7, "discover": 7, "marglik": 7, "pacbayes": 7, "rl": 7,
     "experiments": 8,
     "runner": 9,
     "cli": 10,

@@ -1,0 +1,152 @@
+"""The Table A.10 presets match the gymnasium environments, and their exact symmetries are symmetries of the
+simulator: a transformed state is a valid state (joints within their ranges, the observation the simulator reports
+is the transformed one) and one step from it with the transformed action lands on the transformed next state."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gymnasium")
+pytest.importorskip("mujoco")
+
+from symkit.reps import PseudoScalar, Scalar, V  # noqa: E402
+from symkit.rl import PRESETS, preset, quaternion_to_matrix  # noqa: E402
+from symkit.rl.presets import Z2_FRONT_BACK, Z2_LEFT_RIGHT  # noqa: E402
+
+#: unobserved leading coordinates of qpos, and how a mirror acts on them (planar environments)
+UNOBSERVED = {"Hopper": 1, "HalfCheetah": 1, "Walker2d": 1, "Swimmer": 2}
+
+
+@pytest.fixture(scope="module")
+def envs():
+    out = {name: p.make_env() for name, p in PRESETS.items()}
+    yield out
+    for env in out.values():
+        env.close()
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_the_reps_match_the_spaces(name, envs):
+    p, env = PRESETS[name], envs[name]
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space.shape == (p.raw_obs_size,)
+    assert env.action_space.shape == (p.action_size,) == (p.action_scale_rep.size,)
+    assert p.features(obs).shape == (p.state_size,)
+    for order, n in ((p.state_order, p.state_size), (p.action_order, p.action_size)):
+        assert order is None or sorted(order) == list(range(n))
+    a = env.action_space.sample()
+    np.testing.assert_array_equal(p.raw_action(p.action_features(a)), a)
+    if p.quaternion is None:
+        np.testing.assert_array_equal(p.raw_observation(p.features(obs)), obs)
+    # every element acts by a signed permutation (Z_n, mirrors) or a rotation (SO(2)): an orthogonal matrix
+    for g in p.group.samples(4, seed=1):
+        for rep in (p.state_rep, p.action_rep, p.action_scale_rep):
+            R = rep.rho(g)
+            np.testing.assert_allclose(R @ R.T, np.eye(rep.size), atol=1e-12)
+    assert preset(p.env_id) is p and preset(name.lower()) is p
+
+
+def test_the_table_values_and_the_swimmer_decision():
+    assert {n: p.tau_rpp for n, p in PRESETS.items()} == {
+        "Walker2d": 0.004, "Hopper": 0.005, "HalfCheetah": 0.005, "Swimmer": 0.004, "Ant": 0.005, "Humanoid": None}
+    assert {n for n, p in PRESETS.items() if p.exact_subgroup is not None} == {"Walker2d", "Swimmer"}
+    # Table A.10's Swimmer row, read literally, has 10 numbers for an 8-number observation
+    Plr, Vfb = PseudoScalar(Z2_LEFT_RIGHT), V(Z2_FRONT_BACK)
+    literal = Scalar + Plr + Plr * Vfb + 2 * (Scalar + Plr) + Plr * Vfb
+    assert literal.size == 10 and PRESETS["Swimmer"].state_size == 8
+    with pytest.raises(ValueError, match="no preset"):
+        preset("CartPole")
+
+
+def test_the_humanoid_orientation_is_a_rotation_matrix(envs):
+    p, env = PRESETS["Humanoid"], envs["Humanoid"]
+    obs, _ = env.reset(seed=3)
+    R = p.features(obs)[1:10].reshape(3, 3)
+    np.testing.assert_allclose(R @ R.T, np.eye(3), atol=1e-10)
+    np.testing.assert_allclose(quaternion_to_matrix(np.array([1.0, 0, 0, 0])), np.eye(3).ravel())
+    with pytest.raises(ValueError, match="no unique raw observation"):
+        p.raw_observation(p.features(obs))
+
+
+def _visited_states(env, n: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(qpos, qvel) of states a uniformly random policy visits (every 7th step)."""
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    data, out = env.unwrapped.data, []
+    for t in range(7 * n):
+        env.unwrapped.step(env.action_space.sample())
+        if t % 7 == 6:
+            out.append((data.qpos.copy(), data.qvel.copy()))
+    return out
+
+
+def _transform(p, env, qpos, qvel, g):
+    """The simulator state of ``g`` applied to (qpos, qvel), through the preset's state rep."""
+    k = UNOBSERVED[p.name]
+    raw = np.concatenate([qpos[k:], qvel])  # the observation before velocity clipping
+    new = p.raw_observation(p.state_rep.rho(g) @ p.features(raw))
+    head = qpos[:k].copy()
+    if p.name == "Swimmer" and isinstance(g, dict) and g[Z2_LEFT_RIGHT][0, 0] == 0:
+        head[1] = -head[1]  # the left/right mirror y -> -y
+    return np.concatenate([head, new[: len(qpos) - k]]), new[len(qpos) - k:]
+
+
+def _violation(env, qpos) -> float:
+    """How far (radians) the joints are outside their ranges (MuJoCo's limits are soft: visited states overshoot a
+    little)."""
+    m = env.unwrapped.model
+    out = 0.0
+    for j in range(m.njnt):
+        if m.jnt_limited[j]:
+            lo, hi = m.jnt_range[j]
+            q = qpos[m.jnt_qposadr[j]]
+            out = max(out, lo - q, q - hi)
+    return out
+
+
+def _step_from(env, qpos, qvel, action):
+    env.unwrapped.set_state(qpos, qvel)
+    obs = env.unwrapped._get_obs()
+    env.unwrapped.step(action)
+    return obs, env.unwrapped.data.qpos.copy(), env.unwrapped.data.qvel.copy()
+
+
+@pytest.mark.parametrize("name", ["Walker2d", "Swimmer"])
+def test_exact_symmetries_map_valid_states_to_valid_states(name, envs):
+    p, env = PRESETS[name], envs[name]
+    (g,) = p.exact_generators()
+    rng = np.random.default_rng(0)
+    for qpos, qvel in _visited_states(env, 12, seed=1):
+        a = rng.uniform(-1, 1, p.action_size)
+        ga = p.raw_action(p.action_rep.rho(g) @ p.action_features(a))
+        gq, gv = _transform(p, env, qpos, qvel, g)
+        assert _violation(env, gq) <= _violation(env, qpos) + 1e-12
+        k = UNOBSERVED[name]
+        obs_g, q1g, v1g = _step_from(env, gq, gv, ga)
+        expected = np.concatenate([gq[k:], gv])
+        if name == "Walker2d":  # its observation clips velocities to [-10, 10]
+            expected[len(gq) - k:] = np.clip(expected[len(gq) - k:], -10, 10)
+        np.testing.assert_allclose(obs_g, expected, atol=1e-12)
+        _, q1, v1 = _step_from(env, qpos, qvel, p.raw_action(p.action_features(a)))
+        tq, tv = _transform(p, env, q1, v1, g)
+        scale = np.abs(np.concatenate([q1[k:], v1])).max()
+        np.testing.assert_allclose(np.concatenate([q1g[k:], v1g]), np.concatenate([tq[k:], tv]),
+                                   atol=1e-10 * scale)  # measured: 2e-15 (Walker2d), 1e-16 (Swimmer)
+
+
+def test_approximate_symmetries_are_not_exact(envs):
+    """Hopper's front/back flip takes the thigh out of its range [-150, 0] degrees; Swimmer's front/back swap does
+    not commute with a step (the swimmer's head is its root)."""
+    p, env = PRESETS["Hopper"], envs["Hopper"]
+    (g,) = p.group.discrete_generators
+    states = _visited_states(env, 12, seed=1)
+    assert max(_violation(env, q) for q, _ in states) < 0.05
+    assert max(_violation(env, _transform(p, env, q, v, g)[0]) for q, v in states) > 0.5
+    p, env = PRESETS["Swimmer"], envs["Swimmer"]
+    fb = {Z2_LEFT_RIGHT: np.eye(2), Z2_FRONT_BACK: p.group.factors[1].discrete_generators[0]}
+    qpos, qvel = _visited_states(env, 1, seed=2)[0]
+    a = np.array([0.3, -0.7])
+    gq, gv = _transform(p, env, qpos, qvel, fb)
+    _, q1g, v1g = _step_from(env, gq, gv, p.raw_action(p.action_rep.rho(fb) @ a))
+    _, q1, v1 = _step_from(env, qpos, qvel, a)
+    tq, tv = _transform(p, env, q1, v1, fb)
+    assert np.abs(np.concatenate([q1g[2:], v1g]) - np.concatenate([tq[2:], tv])).max() > 1e-3

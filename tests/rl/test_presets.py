@@ -2,6 +2,8 @@
 simulator: a transformed state is a valid state (joints within their ranges, the observation the simulator reports
 is the transformed one) and one step from it with the transformed action lands on the transformed next state."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -17,8 +19,13 @@ UNOBSERVED = {"Hopper": 1, "HalfCheetah": 1, "Walker2d": 1, "Swimmer": 2}
 
 
 @pytest.fixture(scope="module")
-def envs():
-    out = {name: p.make_env() for name, p in PRESETS.items()}
+def envs(tmp_path_factory):
+    here = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("mujoco"))  # MuJoCo logs Humanoid's compiler warning to the working directory
+    try:
+        out = {name: p.make_env() for name, p in PRESETS.items()}
+    finally:
+        os.chdir(here)
     yield out
     for env in out.values():
         env.close()

@@ -274,3 +274,56 @@ def test_the_marginal_likelihood_of_a_plain_torch_model_reads_like_laplace_torch
         la.log_marginal_likelihood(float("inf"))
     with pytest.raises(TypeError, match="steps"):
         la.optimize_prior_precision(steps=2.5)
+
+
+def _circular_patches(x, k, stride):
+    """Brute-force patches of a circularly padded 'same' convolution: (N, R, C*k*k) by modular indexing."""
+    n, c, h, w = x.shape
+    half = k // 2
+    rows = []
+    for i in range(0, h, stride):
+        for j in range(0, w, stride):
+            rows.append(torch.stack([x[:, ci, (i + di) % h, (j + dj) % w] for ci in range(c)
+                                     for di in range(-half, half + 1) for dj in range(-half, half + 1)], dim=1))
+    return torch.stack(rows, dim=1)
+
+
+def test_circular_conv_kfac_equals_a_brute_force_reference():
+    """Both factors of circular convolutions (nn.Conv2d with padding_mode='circular', stride 1 and 2, and the
+    relaxed EquivConv2d with APS) against G = Σ_{n,r} J_{n,r}ᵀ Λ_n J_{n,r} from per-output Jacobians and
+    A = (1/NR) Σ a aᵀ from patches gathered index by index, over two batches (float64)."""
+    from symkit.nn.relaxed import EquivConv2d
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1, padding_mode="circular"), nn.Tanh(),
+                          EquivConv2d(3, 4, 6, stride=2), nn.Tanh(),
+                          nn.Conv2d(4, 2, 3, stride=2, padding=1, padding_mode="circular"), nn.Tanh(),
+                          nn.Flatten(), nn.Linear(2 * 4, 5)).double()
+    x = torch.randn(7, 2, 6, 6, dtype=torch.float64)
+    y = torch.randint(0, 5, (7,))
+    curv = fit_kfac(model, [(x[:4], y[:4]), (x[4:], y[4:])])
+    convs = {"0.weight": (model[0], 1), "2.weight": (model[2], 1), "4.weight": (model[4], 2)}
+    captured = {}
+    hooks = [m.register_forward_hook(lambda m, i, o, name=name: captured.__setitem__(name, (i[0], o)))
+             for name, (m, _) in convs.items()]
+    f = model(x)
+    for h in hooks:
+        h.remove()
+    p = torch.softmax(f.detach(), -1)
+    lam = torch.diag_embed(p) - p[:, :, None] * p[:, None, :]
+    for name, (_, stride) in convs.items():
+        inp, out = captured[name]
+        rows = []
+        for n in range(len(x)):
+            jac = torch.stack([torch.autograd.grad(f[n, j], out, retain_graph=True)[0][n] for j in range(5)])
+            jac = jac.flatten(2).transpose(0, 2)  # (R, C', K)
+            rows.append(jac @ lam[n] @ jac.transpose(1, 2))
+        g_ref = torch.stack(rows).sum((0, 1))
+        a = _circular_patches(inp.detach(), 3, stride)
+        a_ref = torch.einsum("nrd,nre->de", a, a) / (a.shape[0] * a.shape[1])
+        block = curv.block(name)
+        torch.testing.assert_close(block.G, g_ref, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(block.A[0], a_ref, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(curv.block(name.replace("weight", "bias")).G, g_ref, rtol=1e-10, atol=1e-12)
+        zero = torch.nn.functional.unfold(inp.detach(), 3, padding=1, stride=stride).transpose(1, 2)
+        assert (torch.einsum("nrd,nre->de", zero, zero) / zero.shape[0] / zero.shape[1] - a_ref).abs().max() > 1e-2

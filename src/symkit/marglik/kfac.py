@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from symkit._checks import check_int
-from symkit.nn.relaxed.record import recording, torch_layer_rules
+from symkit.nn.relaxed.record import Site, recording, torch_layer_rules
 
 LIKELIHOODS = ("classification", "regression")
 
@@ -108,6 +108,19 @@ def _nll(f: torch.Tensor, y: torch.Tensor, likelihood: str, sigma_noise: float) 
     return 0.5 * (r**2).sum() + f.numel() * (math.log(sigma_noise) + 0.5 * math.log(2 * math.pi))
 
 
+def _add_input_factor(acc: dict[int, dict], site: Site) -> dict:
+    """Add a batch's ``Σ a aᵀ`` (block-diagonal: per sharing index) to the entry of ``site``'s weight."""
+    entry = acc.setdefault(id(site.weight), {"site": site, "A": 0.0, "G": 0.0, "rows": 0})
+    a = site.a.detach()
+    if site.block_diag:
+        entry["A"] = entry["A"] + torch.einsum("nrd,nre->rde", a, a)
+    else:
+        flat = a.reshape(-1, a.shape[-1])
+        entry["A"] = entry["A"] + (flat.T @ flat).unsqueeze(0)
+    entry["rows"] += a.shape[0] * a.shape[1]
+    return entry
+
+
 def fit_kfac(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
              likelihood: str = "classification", sigma_noise: float = 1.0, mc_samples: int | None = None,
              seed: int = 0) -> KronCurvature:
@@ -137,26 +150,19 @@ def fit_kfac(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tenso
                              "nn.Conv2d, or the symkit.nn.relaxed paths)")
         V = _loss_factor(f, likelihood, sigma_noise, mc_samples, gen)
         outs = [s.out for s in rec.sites]
-        try:
-            grads = torch.autograd.grad(f, outs, grad_outputs=V, is_grads_batched=True, allow_unused=True)
-        except RuntimeError:  # an op without a batching rule: loop over the K factor columns
-            cols = [torch.autograd.grad(f, outs, grad_outputs=V[k], retain_graph=True, allow_unused=True)
-                    for k in range(V.shape[0])]
-            grads = [None if cols[0][i] is None else torch.stack([c[i] for c in cols]) for i in range(len(outs))]
-        for site, g in zip(rec.sites, grads):
-            if g is None:
-                continue
-            rows = torch.stack([site.rows(gk) for gk in g])  # (K, N, R, G)
-            rows = rows.reshape(-1, rows.shape[-1]).detach()
-            a = site.a.detach()
-            entry = acc.setdefault(id(site.weight), {"site": site, "A": 0.0, "G": 0.0, "rows": 0})
-            entry["G"] = entry["G"] + rows.T @ rows
-            if site.block_diag:
-                entry["A"] = entry["A"] + torch.einsum("nrd,nre->rde", a, a)
-            else:
-                flat = a.reshape(-1, a.shape[-1])
-                entry["A"] = entry["A"] + (flat.T @ flat).unsqueeze(0)
-            entry["rows"] += a.shape[0] * a.shape[1]
+        # one ordinary backward pass per column of the output-Hessian square root V (K exact, S sampled), each
+        # folded into G at once: no batched (vmap) autograd, whose circular-pad and slice backward rules are slow
+        entries: list[dict | None] = []
+        for k in range(V.shape[0]):
+            grads = torch.autograd.grad(f, outs, grad_outputs=V[k], retain_graph=k + 1 < V.shape[0],
+                                        allow_unused=True)
+            if k == 0:  # the sites that f depends on get an entry and their input factor A
+                entries = [None if g is None else _add_input_factor(acc, site) for site, g in zip(rec.sites, grads)]
+            for site, entry, g in zip(rec.sites, entries, grads):
+                if entry is not None:
+                    rows = site.rows(g.detach())
+                    rows = rows.reshape(-1, rows.shape[-1])
+                    entry["G"] = entry["G"] + rows.T @ rows
     blocks = []
     for entry in acc.values():
         site = entry["site"]

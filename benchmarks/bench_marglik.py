@@ -1,11 +1,16 @@
-"""One hyperparameter update (KFAC fit + marginal-likelihood steps) against the training epoch it interleaves with.
+"""KFAC fits by symkit and ASDL on the same model, and one hyperparameter update against a training epoch.
 
-Model: the layerwise-quadrant F-FC+CONV network (16x16 canvas, 40 classes) on the quadrant-digits training set.
-Baselines measured in the same run: one MAP training epoch; and, for the curvature fit alone, ASDL (``asdfghjkl``,
-module ``asdl``) on a plain-torch CONV network of the same shape (zero padding, as ASDL supports). laplace-torch 0.3
-is timed only if it imports (its torchvision dependency requires another torch, so on torch 2.13 it is skipped).
+First table: the exact-GGN KFAC fit (40 classes) of one plain-torch CONV network (strided ``nn.Conv2d`` with zero
+or circular padding, ReLU, the relaxed network's head) on the quadrant-digits training set, by symkit's
+``fit_kfac`` and by ASDL (``asdfghjkl``, module ``asdl``), with their ratio; with zero padding the two agree (the
+largest relative difference of their factors is printed), with circular padding ASDL's input factor ignores the
+wrap-around. The relaxed CONV network (circular padding, APS subsampling) is timed for symkit alone.
 
-Run: ``.venv/bin/python benchmarks/bench_marglik.py [--alpha 4] [--reps 3]``.
+Second table: the layerwise-quadrant CONV and F-FC+CONV networks (16x16 canvas, 40 classes): one MAP training epoch
+and one hyperparameter update (KFAC fit + marginal-likelihood steps). laplace-torch 0.3 is timed only if it imports
+(its torchvision dependency requires another torch, so on torch 2.13 it is skipped).
+
+Run: ``.venv/bin/python benchmarks/bench_marglik.py [--alpha 4] [--reps 3] [--n 300] [--kfac-only]``.
 """
 
 from __future__ import annotations
@@ -44,16 +49,27 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--hypersteps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--n", type=int, default=0, help="use the first N training images (default: all 1300)")
+    ap.add_argument("--kfac-only", action="store_true", help="only the symkit / ASDL KFAC comparison")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     xtr, ytr, _, _ = quadrant_digits("digit_quadrant")
+    if args.n:
+        xtr, ytr = xtr[:args.n], ytr[:args.n]
     n = len(xtr)
+    print(f"N = {n}, alpha = {args.alpha}, threads = {args.threads}, median of {args.reps}")
+    print("\nKFAC fit, exact GGN (40 classes), batches of 150: the same model for both libraries")
+    print(f"{'model':62s} {'symkit s':>9s} {'ASDL s':>8s} {'symkit/ASDL':>12s}")
+    for name, ours, theirs in kfac_comparison(args.alpha, xtr, ytr, args.reps):
+        ratio = ours / theirs if not math.isnan(theirs) else float("nan")
+        print(f"{name:62s} {ours:9.3f} {theirs:8.3f} {ratio:12.2f}")
+    if args.kfac_only:
+        return
     rows = []
     for layer_type in ("conv", "ffc+conv"):
         rows += _bench(layer_type, args, xtr, ytr)
     rows += _laplace_torch_rows()
-    print(f"N = {n}, alpha = {args.alpha}, threads = {args.threads}, median of {args.reps}")
-    print(f"{'model':10s} {'operation':58s} {'seconds':>9s} {'x epoch':>8s}")
+    print(f"\n{'model':10s} {'operation':58s} {'seconds':>9s} {'x epoch':>8s}")
     epochs = {r[0]: r[2] for r in rows if r[1].startswith("MAP training epoch")}
     for model_name, op, t in rows:
         ratio = t / epochs[model_name] if (model_name in epochs and not math.isnan(t)) else float("nan")
@@ -95,21 +111,25 @@ def _bench(layer_type, args, xtr, ytr):
             (layer_type, f"hyper update, exact GGN (K=40) + {args.hypersteps} steps", t_exact),
             (layer_type, f"hyper update, KFAC-MC (4 samples) + {args.hypersteps} steps", t_mc),
             (layer_type, f"{args.hypersteps} L_eta steps only (eigenbases fixed)", t_steps)]
-    if layer_type == "conv":
-        rows += _asdl_rows(args.alpha, xtr, ytr, model)
     return rows
 
 
-def _asdl_rows(alpha, xtr, ytr, ours):
+def _plain_conv_net(alpha: int, padding_mode: str) -> nn.Sequential:
+    """The CONV network as plain torch layers (strided 3x3 convolutions, the relaxed network's head), seed 0."""
+    torch.manual_seed(0)
+    layers, cin = [], 1
+    for cout, _, stride in paper_spec(alpha, 16):
+        layers += [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, padding_mode=padding_mode), nn.ReLU()]
+        cin = cout
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(cin, 64 * alpha), nn.ReLU(), nn.Linear(64 * alpha, 40))
+
+
+def _asdl_fit(net, xtr, ytr):
+    """ASDL's exact-Fisher KFAC (one backward pass per class, factors from module hooks), or None if absent."""
     try:
         from asdl import FisherConfig, get_fisher_maker
     except ImportError:
-        return [("conv", "ASDL KFAC fit: not installed", float("nan"))]
-    layers, cin = [], 1
-    for cout, _, stride in paper_spec(alpha, 16):
-        layers += [nn.Conv2d(cin, cout, 3, stride=stride, padding=1), nn.ReLU()]
-        cin = cout
-    net = nn.Sequential(*layers, nn.Flatten(), nn.Linear(cin, 64 * alpha), nn.ReLU(), nn.Linear(64 * alpha, 40))
+        return None
     cfg = FisherConfig(fisher_type="fisher_exact", fisher_shapes=["kron"], loss_type="cross_entropy",
                        data_size=len(xtr))
     fm = get_fisher_maker(net, cfg)
@@ -120,11 +140,45 @@ def _asdl_rows(alpha, xtr, ytr, ours):
             fm.setup_loss_call(F.cross_entropy, dummy, yb)
             fm.forward_and_backward(accumulate=i > 0)
 
-    def ours_fit():
-        fit_kfac(ours, _batches(xtr, ytr, 150))
+    return fit
 
-    return [("conv", "KFAC fit only, exact GGN, symkit (circular conv)", _timeit(ours_fit, 1)),
-            ("conv", "KFAC fit only, exact GGN, ASDL (plain nn.Conv2d)", _timeit(fit, 1))]
+
+def _factor_gap(alpha: int, mode: str, xtr, ytr) -> float:
+    """Largest relative difference between symkit's factors and ASDL's (``G = N B``, the same ``A``) over the
+    layers of the float64 network on the first 150 images."""
+    net = _plain_conv_net(alpha, mode).double()
+    x, y = xtr[:150].double(), ytr[:150]
+    _asdl_fit(net, x, y)()
+    curv = fit_kfac(net, [(x, y)])
+    gap = 0.0
+    for i, m in enumerate(net):
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            blk, kron = curv.block(f"{i}.weight"), m.fisher.kron
+            for ours, theirs in ((blk.G, len(x) * kron.B), (blk.A[0], kron.A)):
+                gap = max(gap, float((ours - theirs).abs().max() / theirs.abs().max()))
+    return gap
+
+
+def kfac_comparison(alpha: int, xtr, ytr, reps: int) -> list[tuple[str, float, float]]:
+    """Exact-GGN KFAC fit of one plain-torch CONV network by symkit and by ASDL, per padding mode; each row is
+    ``(model, symkit seconds, ASDL seconds)``, medians of ``reps`` alternating fits on all of ``xtr`` in batches of
+    150 (alternating, so that a change in the machine's load falls on both)."""
+    rows = []
+    for mode in ("zeros", "circular"):
+        net = _plain_conv_net(alpha, mode)
+        asdl_fit = _asdl_fit(net, xtr, ytr)
+        ours, theirs = [], []
+        for _ in range(reps):
+            ours.append(_timeit(lambda net=net: fit_kfac(net, _batches(xtr, ytr, 150)), 1))
+            theirs.append(_timeit(asdl_fit, 1) if asdl_fit is not None else float("nan"))
+        label = f"plain CONV, padding {mode}"
+        if asdl_fit is not None:
+            label += f" (factors differ by {_factor_gap(alpha, mode, xtr, ytr):.0e})"
+        rows.append((label, statistics.median(ours), statistics.median(theirs)))
+    relaxed = RelaxedCNN(1, 40, alpha, 16, "conv", seed=0)
+    rows.append(("RelaxedCNN CONV (circular, APS stride)",
+                 _timeit(lambda: fit_kfac(relaxed, _batches(xtr, ytr, 150)), reps), float("nan")))
+    return rows
 
 
 def _laplace_torch_rows():

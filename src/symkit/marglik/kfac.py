@@ -108,6 +108,15 @@ def _nll(f: torch.Tensor, y: torch.Tensor, likelihood: str, sigma_noise: float) 
     return 0.5 * (r**2).sum() + f.numel() * (math.log(sigma_noise) + 0.5 * math.log(2 * math.pi))
 
 
+def _gram(rows: torch.Tensor) -> torch.Tensor:
+    """``Σ_{n,r} g_{n,r} g_{n,r}ᵀ`` of rows ``(N, R, G)``: batched over ``n`` when ``R`` is large (a convolution's
+    rows are a transposed view, read in place), else one product of the flattened rows."""
+    if rows.shape[1] >= 8:
+        return torch.bmm(rows.transpose(1, 2), rows).sum(0)
+    flat = rows.reshape(-1, rows.shape[-1])
+    return flat.T @ flat
+
+
 def _add_input_factor(acc: dict[int, dict], site: Site) -> dict:
     """Add a batch's ``Σ a aᵀ`` (block-diagonal: per sharing index) to the entry of ``site``'s weight."""
     entry = acc.setdefault(id(site.weight), {"site": site, "A": 0.0, "G": 0.0, "rows": 0})
@@ -160,9 +169,7 @@ def fit_kfac(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tenso
                 entries = [None if g is None else _add_input_factor(acc, site) for site, g in zip(rec.sites, grads)]
             for site, entry, g in zip(rec.sites, entries, grads):
                 if entry is not None:
-                    rows = site.rows(g.detach())
-                    rows = rows.reshape(-1, rows.shape[-1])
-                    entry["G"] = entry["G"] + rows.T @ rows
+                    entry["G"] = entry["G"] + _gram(site.rows(g.detach()))
     blocks = []
     for entry in acc.values():
         site = entry["site"]

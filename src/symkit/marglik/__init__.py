@@ -1,7 +1,7 @@
 """symkit.marglik: Laplace marginal likelihood with Kronecker-factored GGN curvature (KFAC)."""
 
 from symkit.marglik.api import Laplace
-from symkit.marglik.kfac import KronBlock, KronCurvature, exact_ggn, fit_kfac
+from symkit.marglik.kfac import BatchFactors, KronBlock, KronCurvature, batch_factors, exact_ggn, fit_kfac
 from symkit.marglik.laplace import (
     KronLaplace,
     PriorGroup,
@@ -11,10 +11,12 @@ from symkit.marglik.laplace import (
     path_diagnostics,
     prior_groups,
 )
+from symkit.marglik.omega import OmegaGradient, omega_gradient, omega_parameters
 from symkit.marglik.training import MarglikConfig, MarglikResult, accuracy, hyper_update_epochs, train_marglik
 
 __all__ = [
-    "KronBlock", "KronCurvature", "KronLaplace", "Laplace", "MarglikConfig", "MarglikResult", "PriorGroup", "accuracy",
-    "effective_layer_types", "exact_ggn", "expand_prior_precision", "fit_kfac", "hyper_update_epochs",
-    "map_penalty", "path_diagnostics", "prior_groups", "train_marglik",
+    "BatchFactors", "KronBlock", "KronCurvature", "KronLaplace", "Laplace", "MarglikConfig", "MarglikResult",
+    "OmegaGradient", "PriorGroup", "accuracy", "batch_factors", "effective_layer_types", "exact_ggn",
+    "expand_prior_precision", "fit_kfac", "hyper_update_epochs", "map_penalty", "omega_gradient", "omega_parameters",
+    "path_diagnostics", "prior_groups", "train_marglik",
 ]

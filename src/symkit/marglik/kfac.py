@@ -14,12 +14,19 @@ anchor layer of S-FC records its anchor-space output, which projects ``G``. A bi
 The paper's authors used a patched ASDL for this; the public ``asdfghjkl`` 0.1a5 (module ``asdl``) installs beside
 torch 2.13 but its convolution factor ignores ``padding_mode='circular'`` and it has no rule for the factored or
 sparse layers, so the factors are computed here.
+
+Each factor ``G`` costs one ordinary backward pass per column ``v_k`` (``K`` exact, ``S`` sampled), each folded into
+``G`` at once, as KFAC does with grad-output hooks; ``A`` is formed once per batch from the recorded inputs. With
+``differentiable=True`` the passes keep their graph (``create_graph``), so ``A``, ``G``, their eigenvalues and the
+NLL are differentiable in quantities the network depends on besides θ, such as the anchor length-scales ω
+(:mod:`symkit.marglik.omega`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -42,6 +49,7 @@ class KronBlock:
     A: torch.Tensor | None
     eig_G: torch.Tensor | None = None
     eig_A: torch.Tensor | None = None
+    rows: int = 0  # the (datum, position) pairs averaged in A
 
     @property
     def numel(self) -> int:
@@ -68,11 +76,12 @@ class KronBlock:
 
 @dataclass
 class KronCurvature:
-    """KFAC-GGN of a model on a data set: blocks, data size ``N`` and the summed negative log-likelihood."""
+    """KFAC-GGN of a model on a data set: blocks, data size ``N`` and the summed negative log-likelihood (a float, or
+    a tensor in the graph for a differentiable fit)."""
 
     blocks: list[KronBlock]
     n_data: int
-    nll: float
+    nll: float | torch.Tensor
     extras: dict = field(default_factory=dict)
 
     def block(self, name: str) -> KronBlock:
@@ -83,21 +92,22 @@ class KronCurvature:
 
 
 def _loss_factor(f: torch.Tensor, likelihood: str, sigma_noise: float, mc_samples: int | None = None,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
+                 generator: torch.Generator | None = None, differentiable: bool = False) -> torch.Tensor:
     """``V`` of shape ``(S, N, K)`` with ``Σ_s V[s,n] V[s,n]ᵀ = Λ_n`` (negative log-likelihood Hessian in ``f``).
 
     Exact (``S = K``) unless ``mc_samples`` is given for classification: then ``V[s,n] = (p_n − e_ŷ)/√S`` with
-    ``ŷ ~ Cat(p_n)``, an unbiased estimate of ``Λ_n = diag(p) − ppᵀ`` (KFAC-MC) at ``S/K`` of the cost.
+    ``ŷ ~ Cat(p_n)``, an unbiased estimate of ``Λ_n = diag(p) − ppᵀ`` (KFAC-MC) at ``S/K`` of the cost. With
+    ``differentiable`` the factor stays in the graph of ``f`` (the sampled labels are fixed).
     """
     n, k = f.shape
     eye = torch.eye(k, dtype=f.dtype, device=f.device)
     if likelihood == "regression":
         return (eye / sigma_noise).unsqueeze(1).expand(k, n, k)
-    p = torch.softmax(f.detach(), dim=-1)
+    p = torch.softmax(f if differentiable else f.detach(), dim=-1)
     if mc_samples is not None:
         # drawn on the CPU with the CPU generator, then moved: the same samples on every device
-        yhat = torch.multinomial(p.cpu(), mc_samples, replacement=True, generator=generator).T.to(f.device)  # (S, N)
-        return (p.unsqueeze(0) - eye[yhat]) / mc_samples**0.5
+        yhat = torch.multinomial(p.detach().cpu(), mc_samples, replacement=True, generator=generator).T
+        return (p.unsqueeze(0) - eye[yhat.to(f.device)]) / mc_samples**0.5
     return p.sqrt().T.unsqueeze(-1) * (eye.unsqueeze(1) - p.unsqueeze(0))
 
 
@@ -117,27 +127,100 @@ def _gram(rows: torch.Tensor) -> torch.Tensor:
     return flat.T @ flat
 
 
-def _add_input_factor(acc: dict[int, dict], site: Site) -> dict:
-    """Add a batch's ``Σ a aᵀ`` (block-diagonal: per sharing index) to the entry of ``site``'s weight."""
-    entry = acc.setdefault(id(site.weight), {"site": site, "A": 0.0, "G": 0.0, "rows": 0})
-    a = site.a.detach()
+def _input_gram(site: Site, a: torch.Tensor) -> torch.Tensor:
+    """``Σ_{n,r} a_{n,r} a_{n,r}ᵀ``, as ``(1, D, D)`` or, for a block-diagonal site, ``(R, D/R, D/R)``."""
     if site.block_diag:
-        entry["A"] = entry["A"] + torch.einsum("nrd,nre->rde", a, a)
-    else:
-        flat = a.reshape(-1, a.shape[-1])
-        entry["A"] = entry["A"] + (flat.T @ flat).unsqueeze(0)
-    entry["rows"] += a.shape[0] * a.shape[1]
-    return entry
+        return torch.einsum("nrd,nre->rde", a, a)
+    flat = a.reshape(-1, a.shape[-1])
+    return (flat.T @ flat).unsqueeze(0)
+
+
+@contextlib.contextmanager
+def _torch_layer_inputs(model: nn.Module, store: dict[int, torch.Tensor]) -> Iterator[None]:
+    """Keep the input of every ``nn.Linear`` / ``nn.Conv2d`` call by the id of its output (their recorded rows are
+    detached; a differentiable fit rebuilds them from these)."""
+    def hook(module: nn.Module, inputs: tuple, out: torch.Tensor) -> None:
+        store[id(out)] = inputs[0]
+
+    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _rows_in_graph(site: Site, x: torch.Tensor) -> torch.Tensor:
+    """The rows ``a`` of an ``nn.Linear`` / ``nn.Conv2d`` site rebuilt from its input ``x``, in the graph."""
+    m = site.module
+    if isinstance(m, nn.Linear):
+        return x.reshape(x.shape[0], -1, x.shape[-1])
+    padding: object = m.padding
+    if m.padding_mode != "zeros":
+        x, padding = F.pad(x, m._reversed_padding_repeated_twice, mode=m.padding_mode), 0
+    return F.unfold(x, m.kernel_size, dilation=m.dilation, padding=padding, stride=m.stride).transpose(1, 2)
+
+
+@dataclass
+class BatchFactors:
+    """One batch's share of a KFAC fit: the summed NLL and, per recorded site that ``f`` depends on,
+    ``Σ a aᵀ`` (``SA``), the number of rows in it and ``Σ_k Σ g gᵀ`` (``SG``)."""
+
+    nll: torch.Tensor
+    n_data: int
+    sites: list[tuple[Site, torch.Tensor, int, torch.Tensor]]
+
+
+def batch_factors(model: nn.Module, x: torch.Tensor, y: torch.Tensor, likelihood: str = "classification",
+                  sigma_noise: float = 1.0, mc_samples: int | None = None, generator: torch.Generator | None = None,
+                  differentiable: bool = False) -> BatchFactors:
+    """The KFAC sums of one batch (App. C): one backward pass per column of ``V`` (:func:`_loss_factor`).
+
+    With ``differentiable`` everything stays in the graph (``create_graph``), else it is detached.
+    """
+    inputs: dict[int, torch.Tensor] = {}
+    with (recording() as rec, torch_layer_rules(model),
+          _torch_layer_inputs(model, inputs) if differentiable else contextlib.nullcontext()):
+        f = model(x)
+    if f.dim() != 2:
+        raise ValueError(f"fit_kfac: the model must return (N, K) outputs, got {tuple(f.shape)}")
+    if not rec.sites:
+        raise ValueError(f"fit_kfac: {type(model).__name__} has no layers with a curvature rule (nn.Linear, "
+                         "nn.Conv2d, or the symkit.nn.relaxed paths)")
+    nll = _nll(f if differentiable else f.detach(), y, likelihood, sigma_noise)
+    V = _loss_factor(f, likelihood, sigma_noise, mc_samples, generator, differentiable)
+    outs = [s.out for s in rec.sites]
+    parts: list[list | None] = []
+    for k in range(V.shape[0]):
+        grads = torch.autograd.grad(f, outs, grad_outputs=V[k], retain_graph=differentiable or k + 1 < V.shape[0],
+                                    create_graph=differentiable, allow_unused=True)
+        if k == 0:  # the sites that f depends on, with their input sums
+            parts = []
+            for site, g in zip(rec.sites, grads):
+                if g is None:
+                    parts.append(None)
+                    continue
+                a = site.a
+                if not differentiable:
+                    a = a.detach()
+                elif id(site.out) in inputs and isinstance(site.module, (nn.Linear, nn.Conv2d)):
+                    a = _rows_in_graph(site, inputs[id(site.out)])
+                parts.append([site, _input_gram(site, a), a.shape[0] * a.shape[1], 0.0])
+        for part, g in zip(parts, grads):
+            if part is not None:
+                part[3] = part[3] + _gram(part[0].rows(g if differentiable else g.detach()))
+    return BatchFactors(nll, x.shape[0], [tuple(p) for p in parts if p is not None])
 
 
 def fit_kfac(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
              likelihood: str = "classification", sigma_noise: float = 1.0, mc_samples: int | None = None,
-             seed: int = 0) -> KronCurvature:
+             seed: int = 0, differentiable: bool = False) -> KronCurvature:
     """KFAC-GGN of ``model`` over ``batches`` of ``(x, y)`` (App. C), plus the summed NLL at the current θ.
 
     ``mc_samples=None`` uses the exact ``Λ`` (one backward pass per output); an int uses that many sampled labels
     per datum (see :func:`_loss_factor`). Parameters that no recorded layer applies (e.g. anchor length-scales) get
-    no block.
+    no block. ``differentiable=True`` keeps factors, eigenvalues and NLL in the graph (memory of all batches; see
+    :func:`symkit.marglik.omega.omega_gradient` for the two-pass version).
     """
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
@@ -148,33 +231,20 @@ def fit_kfac(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tenso
     acc: dict[int, dict] = {}
     n_data, nll = 0, 0.0
     for x, y in batches:
-        with recording() as rec, torch_layer_rules(model):
-            f = model(x)
-        if f.dim() != 2:
-            raise ValueError(f"fit_kfac: the model must return (N, K) outputs, got {tuple(f.shape)}")
-        nll += float(_nll(f.detach(), y, likelihood, sigma_noise))
-        n_data += x.shape[0]
-        if not rec.sites:
-            raise ValueError(f"fit_kfac: {type(model).__name__} has no layers with a curvature rule (nn.Linear, "
-                             "nn.Conv2d, or the symkit.nn.relaxed paths)")
-        V = _loss_factor(f, likelihood, sigma_noise, mc_samples, gen)
-        outs = [s.out for s in rec.sites]
-        # one ordinary backward pass per column of the output-Hessian square root V (K exact, S sampled), each
-        # folded into G at once: no batched (vmap) autograd, whose circular-pad and slice backward rules are slow
-        entries: list[dict | None] = []
-        for k in range(V.shape[0]):
-            grads = torch.autograd.grad(f, outs, grad_outputs=V[k], retain_graph=k + 1 < V.shape[0],
-                                        allow_unused=True)
-            if k == 0:  # the sites that f depends on get an entry and their input factor A
-                entries = [None if g is None else _add_input_factor(acc, site) for site, g in zip(rec.sites, grads)]
-            for site, entry, g in zip(rec.sites, entries, grads):
-                if entry is not None:
-                    entry["G"] = entry["G"] + _gram(site.rows(g.detach()))
+        part = batch_factors(model, x, y, likelihood, sigma_noise, mc_samples, gen, differentiable)
+        nll = nll + (part.nll if differentiable else float(part.nll))
+        n_data += part.n_data
+        for site, sa, n_rows, sg in part.sites:
+            entry = acc.setdefault(id(site.weight), {"site": site, "A": 0.0, "G": 0.0, "rows": 0})
+            entry["A"] = entry["A"] + sa
+            entry["G"] = entry["G"] + sg
+            entry["rows"] += n_rows
     blocks = []
     for entry in acc.values():
         site = entry["site"]
         A = entry["A"] / entry["rows"]
-        blocks.append(KronBlock(names.get(id(site.weight), site.name), site.weight, entry["G"], A))
+        blocks.append(KronBlock(names.get(id(site.weight), site.name), site.weight, entry["G"], A,
+                                rows=entry["rows"]))
         if site.bias is not None:
             blocks.append(KronBlock(names.get(id(site.bias), site.name + ".bias"), site.bias, entry["G"], None))
     for b in blocks:

@@ -4,6 +4,11 @@
 ``frequency`` epochs, a KFAC-GGN Laplace approximation is fitted on the (non-augmented) marginal-likelihood data and
 ``n_hypersteps`` Adam steps on ``L_η`` (per datum) update ``log δ``. ``burnin > n_epochs`` gives plain MAP training
 with the initial (unit) prior variances.
+
+Learnable anchor length-scales (``learn_omega=True`` in the S-FC / S-CONV layers) are hyperparameters too
+(:mod:`symkit.marglik.omega`): the MAP loss does not train them; each update first takes ``omega_steps`` Adam steps
+on ``log ω`` along ``∂L_η/∂log ω`` (a fresh fit for each), then refits at the new ω for the ``log δ`` steps, so the
+stored Laplace approximation is that of the final ``(θ, ω)``.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from symkit._checks import check_int
 from symkit.marglik.kfac import fit_kfac
 from symkit.marglik.laplace import KronLaplace, PriorGroup, map_penalty, prior_groups
+from symkit.marglik.omega import omega_gradient, omega_parameters
 from symkit.train import Trainer
 
 
@@ -44,6 +51,9 @@ class MarglikConfig:
     prior_structure: str = "tensor"
     mc_samples: int | None = None  # None: exact GGN (one backward pass per class); int: KFAC-MC
     seed: int = 0
+    # learnable length-scales ω (if the model has any): Adam steps on log ω per update, and their rate
+    omega_steps: int = 1
+    lr_omega: float = 0.1
 
 
 def hyper_update_epochs(n_epochs: int, burnin: int, frequency: int) -> list[int]:
@@ -72,10 +82,22 @@ def _batches(x: torch.Tensor, y: torch.Tensor, size: int, gen: torch.Generator |
 
 def hyper_update(model: nn.Module, x_ml: torch.Tensor, y_ml: torch.Tensor, log_prior_prec: torch.Tensor,
                  groups: list[PriorGroup], opt_hyp: torch.optim.Optimizer, n_steps: int, batch_size: int,
-                 mc_samples: int | None = None, seed: int = 0) -> tuple[KronLaplace, float]:
-    """One hyperparameter update: fit KFAC on ``(x_ml, y_ml)``, then ``n_steps`` optimiser steps on ``L_η``."""
+                 mc_samples: int | None = None, seed: int = 0, opt_omega: torch.optim.Optimizer | None = None,
+                 omega_steps: int = 1) -> tuple[KronLaplace, float]:
+    """One hyperparameter update: with ``opt_omega``, ``omega_steps`` steps on ``log ω`` (each at a fresh two-pass
+    gradient, :func:`symkit.marglik.omega.omega_gradient`); then a KFAC fit on ``(x_ml, y_ml)`` and ``n_steps``
+    optimiser steps on ``L_η`` in ``log δ``."""
     model.eval()
-    curv = fit_kfac(model, _batches(x_ml, y_ml, batch_size), mc_samples=mc_samples, seed=seed)
+    batches = list(_batches(x_ml, y_ml, batch_size))
+    if opt_omega is not None:
+        omegas = omega_parameters(model)
+        for _ in range(omega_steps):
+            og = omega_gradient(model, batches, groups, log_prior_prec, mc_samples=mc_samples, seed=seed)
+            opt_omega.zero_grad()
+            for name, p in omegas.items():
+                p.grad = og.grads[name].to(p.dtype)
+            opt_omega.step()
+    curv = fit_kfac(model, batches, mc_samples=mc_samples, seed=seed)
     lap = KronLaplace(model, curv, groups)
     value = math.nan
     for _ in range(n_steps):
@@ -100,6 +122,7 @@ def train_marglik(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: Ma
         raise ValueError(f"x and y must be non-empty and equally long, got {len(x)} and {len(y)}")
     if config.optimizer not in ("adam", "sgd"):
         raise ValueError(f"optimizer must be 'adam' or 'sgd', got {config.optimizer!r}")
+    check_int("MarglikConfig.omega_steps", config.omega_steps, 0)
     x_ml = x if x_ml is None else x_ml
     y_ml = y if y_ml is None else y_ml
     n = len(x)
@@ -114,6 +137,10 @@ def train_marglik(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: Ma
                                                            eta_min=config.lr_hyp_min)
     result = MarglikResult(log_prior_prec, groups, None)
     update_set = set(updates)
+    omegas = omega_parameters(model)  # hyperparameters: not in the MAP loss's optimiser
+    theta = [p for name, p in model.named_parameters() if name not in omegas]
+    opt_omega = (torch.optim.Adam(list(omegas.values()), lr=config.lr_omega)
+                 if omegas and config.omega_steps else None)
 
     def marglik_hook(trainer: Trainer, epoch: int, record: dict) -> None:
         """After the epoch's gradient steps: the hyperparameter update of the schedule (seed 001, Alg. 1)."""
@@ -122,18 +149,21 @@ def train_marglik(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: Ma
         if epoch in update_set:
             t0 = time.perf_counter()
             lap, value = hyper_update(model, x_ml, y_ml, log_prior_prec, groups, opt_hyp, config.n_hypersteps,
-                                      config.marglik_batch_size, config.mc_samples, config.seed + epoch)
+                                      config.marglik_batch_size, config.mc_samples, config.seed + epoch, opt_omega,
+                                      config.omega_steps)
             for _ in range(config.n_hypersteps):
                 sched_hyp.step()
             result.hyper_seconds.append(time.perf_counter() - t0)
             result.laplace = lap
             entry["neg_log_marglik"] = value
             entry["log_prior_prec"] = log_prior_prec.detach().tolist()
+            if omegas:
+                entry["log_omega"] = {name: float(p.detach()) for name, p in omegas.items()}
         result.history.append(entry)
         if callback is not None:
             callback(epoch, entry)
 
-    Trainer(model, F.cross_entropy, penalty=lambda m: map_penalty(m, groups, log_prior_prec, n),
+    Trainer(model, F.cross_entropy, penalty=lambda m: map_penalty(m, groups, log_prior_prec, n), params=theta,
             optimizer=config.optimizer, lr=config.lr, schedule="cosine", lr_min=config.lr_min,
             epochs=config.n_epochs, batch_size=config.batch_size, augment=augment, generator=gen, accuracy=True,
             hooks=[marglik_hook], desc="marglik training").fit((x, y))

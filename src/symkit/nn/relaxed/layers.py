@@ -10,8 +10,10 @@ Every path is a linear map of the feature map (van der Ouderaa, Immer & van der 
 - :class:`P4PointwiseConv2d`: the pointwise p4 group convolution of App. F.3 (one circular convolution shared by
   the four rotated copies of a lifted input).
 
-Each path records, while a :class:`symkit.marglik.kfac.KFACRecorder` is active, the layer inputs and outputs its
-Kronecker factors need (App. C). ``symmetry`` tags the path ("fc", "conv" or "gconv") for priors and diagnostics.
+Each path records, while a :class:`symkit.nn.relaxed.record.SiteRecorder` is active, the layer inputs and outputs its
+Kronecker factors need (App. C). The inputs are recorded in the graph (not detached): the input factors of the anchor
+layers, ``ΦAΦᵀ``, depend on the length-scale ω, and ``symkit.marglik.omega`` differentiates through them; the curvature
+fit detaches them otherwise. ``symmetry`` tags the path ("fc", "conv" or "gconv") for priors and diagnostics.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ class EquivConv2d(_Path):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(self, x, self.in_channels, None)
         out = F.conv2d(circular_pad(x, self.kernel_size), self.weight, self.bias)
-        record_site(self, "weight", self.weight, self.bias, lambda: unfold_circular(x.detach(), self.kernel_size),
+        record_site(self, "weight", self.weight, self.bias, lambda: unfold_circular(x, self.kernel_size),
                     out, lambda g: g.flatten(2).transpose(1, 2))
         return aps_subsample(out, self.stride)
 
@@ -150,7 +152,7 @@ class SpatialFC2d(_Path):
         _check_input(self, x, self.in_channels, self.size)
         a = x.flatten(1)
         out = F.linear(a, self.weight, self.bias)
-        record_site(self, "weight", self.weight, self.bias, lambda: a.detach().unsqueeze(1), out,
+        record_site(self, "weight", self.weight, self.bias, lambda: a.unsqueeze(1), out,
                     lambda g: g.unsqueeze(1))
         return out.view(x.shape[0], self.out_channels, self.out_size, self.out_size)
 
@@ -191,12 +193,12 @@ class FactoredFC2d(_Path):
         x1 = torch.einsum("bcx,dcx->bdc", xf, self.theta2)
         if self.bias2 is not None:
             x1 = x1 + self.bias2[None, :, None]
-        record_site(self, "theta2", self.theta2, self.bias2, lambda: xf.detach(), x1, lambda g: g.transpose(1, 2),
+        record_site(self, "theta2", self.theta2, self.bias2, lambda: xf, x1, lambda g: g.transpose(1, 2),
                     block_diag=True)
         y = torch.einsum("odc,bdc->bdo", self.theta1, x1)
         if self.bias1 is not None:
             y = y + self.bias1
-        record_site(self, "theta1", self.theta1, self.bias1, lambda: x1.detach(), y, lambda g: g, block_diag=True)
+        record_site(self, "theta1", self.theta1, self.bias1, lambda: x1, y, lambda g: g, block_diag=True)
         return y.reshape(x.shape[0], self.out_channels, self.out_size, self.out_size)
 
 
@@ -307,8 +309,8 @@ class SparseConv2d(_Path):
         out = F.conv2d(circular_pad(x, k), w, self.bias)
 
         def a_fn() -> torch.Tensor:  # patches projected on the basis: (N, HW, C*M)
-            p = unfold_circular(x.detach(), k)
-            p = p.view(*p.shape[:2], self.in_channels, k * k) @ phi.detach().T
+            p = unfold_circular(x, k)
+            p = p.view(*p.shape[:2], self.in_channels, k * k) @ phi.T
             return p.flatten(2)
 
         record_site(self, "u", self.u, self.bias, a_fn, out, lambda g: g.flatten(2).transpose(1, 2))
@@ -352,11 +354,11 @@ class SparseFC2d(_Path):
         x1 = torch.einsum("bcx,dcx->bdc", xf, theta2)
         if self.bias2 is not None:
             x1 = x1 + self.bias2[None, :, None]
-        record_site(self, "u2", self.u2, self.bias2, lambda: xf.detach() @ phi2.detach().T, x1,
+        record_site(self, "u2", self.u2, self.bias2, lambda: xf @ phi2.T, x1,
                     lambda g: g.transpose(1, 2), block_diag=True)
         z = torch.einsum("mdc,bdc->bdm", self.u1, x1)  # anchor-space output, then onto the grid
         y = z @ phi1
-        record_site(self, "u1", self.u1, None, lambda: x1.detach(), z, lambda g: g, block_diag=True)
+        record_site(self, "u1", self.u1, None, lambda: x1, z, lambda g: g, block_diag=True)
         return y.reshape(x.shape[0], self.out_channels, self.out_size, self.out_size)
 
 

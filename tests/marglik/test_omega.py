@@ -69,6 +69,33 @@ def test_omega_gradient_matches_central_differences(kind, mc_samples):
         assert float(g_graph) == pytest.approx(fd, rel=1e-6), name
 
 
+def test_omega_gradient_of_the_relaxed_sfc_sconv_network_matches_central_differences():
+    """The same for RelaxedCNN 'sfc+sconv' (ReLU, APS; no kink within ±h here): every S-FC and S-CONV length-scale
+    to 1e-6, and exactly 0 for a basis on a 1x1 grid (one anchor on one pixel: Φ does not depend on ω)."""
+    gen = torch.Generator().manual_seed(0)
+    model = RelaxedCNN(1, 3, alpha=1, size=4, layer_type="sfc+sconv", combine="rms", seed=0,
+                       sparse_kwargs={"learn_omega": True}).double()
+    x = torch.randn(10, 1, 4, 4, dtype=torch.float64, generator=gen)
+    y = torch.randint(0, 3, (10,), generator=gen)
+    batches = [(x[:6], y[:6]), (x[6:], y[6:])]
+    groups = prior_groups(model, None, "tensor")
+    log_delta = torch.linspace(-1.0, 1.0, len(groups), dtype=torch.float64)
+    og = omega_gradient(model, batches, groups, log_delta)
+    grid = {n: m.n for n, m in model.named_modules() if hasattr(m, "log_omega")}
+    h = 1e-4
+    for name, p in omega_parameters(model).items():
+        values = []
+        for step in (h, -2 * h, h):
+            with torch.no_grad():
+                p += step
+            values.append(float(KronLaplace(model, fit_kfac(model, batches), groups).neg_log_marglik(log_delta)))
+        fd = (values[0] - values[1]) / (2 * h)
+        if grid[name.rpartition(".")[0]] == 1:
+            assert float(og.grads[name]) == 0.0 and fd == 0.0, name
+        else:
+            assert float(og.grads[name]) == pytest.approx(fd, rel=1e-6), name
+
+
 def test_omega_gradient_of_a_model_without_learnable_omega_is_empty():
     model, batches, groups, log_delta = _setup("conv")
     for m in model.modules():

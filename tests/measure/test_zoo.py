@@ -142,10 +142,10 @@ def test_timm_names_build_without_downloading(monkeypatch, tmp_path):
     torch.save(_FakeTimmNet(num_classes=7).state_dict(), tmp_path / "net.pth")
     loaded = load_model(f"timm:fake_net(num_classes=7)@{tmp_path / 'net.pth'}")
     assert calls == [("fake_net", False, {"num_classes": 7})]
-    assert isinstance(loaded.model[0], Normalize) and loaded.model[1].attn.fused_attn is False
+    assert isinstance(loaded.model.normalize, Normalize) and loaded.model.model.attn.fused_attn is False
     x = torch.rand(2, 3, 8, 8)
     with torch.no_grad():
-        expected = loaded.model[1]((x - torch.tensor([0.5, 0.4, 0.3])[:, None, None])
+        expected = loaded.model.model((x - torch.tensor([0.5, 0.4, 0.3])[:, None, None])
                                    / torch.tensor([0.2, 0.25, 0.3])[:, None, None])
         assert torch.allclose(loaded.model(x), expected)
     assert load_model("timm:fake_net", normalize="none").model.__class__ is _FakeTimmNet
@@ -159,7 +159,8 @@ def test_timm_missing_is_a_clear_error(monkeypatch):
 
 def test_families_and_the_built_in_zoo():
     for name, (fn, kwargs) in ZOO.items():
-        model = fn(in_channels=3, num_classes=10, image_size=16, **kwargs)
+        model = load_model(name, defaults={"in_channels": 3, "num_classes": 10, "image_size": 16, "patch": 4}).model
+        assert fn(**kwargs).__class__ is model.__class__
         assert model_family(model) == {"convnet": "cnn", "mixer": "mlp", "vit": "vit"}[name.split("-")[0]]
 
 

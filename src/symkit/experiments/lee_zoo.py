@@ -268,8 +268,6 @@ def run(config: LEEZooConfig) -> dict[str, Any]:
     defaults = {}
     if spec.kind == "zoo":
         defaults = _zoo_defaults(config, data.x.shape[1], data.num_classes)
-        if "convnet" in spec.target:
-            defaults.pop("patch")
     loaded = load_model(spec, device=device, defaults=defaults, normalize=config.normalize)  # type: ignore[arg-type]
     model = loaded.model
     metrics: dict[str, Any] = {"label": loaded.label, "family": loaded.family, "n_params": loaded.n_params,

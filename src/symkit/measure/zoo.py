@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,9 +109,8 @@ class TinyConvNet(nn.Module):
         return self.head(self.pool(self.features(x)))
 
 
-def tiny_convnet(in_channels: int = 3, num_classes: int = 10, width: int = 8, blur: bool = False,
-                 image_size: int | None = None) -> nn.Module:
-    """A :class:`TinyConvNet` (``image_size`` is accepted and ignored: the network pools globally)."""
+def tiny_convnet(in_channels: int = 3, num_classes: int = 10, width: int = 8, blur: bool = False) -> nn.Module:
+    """A :class:`TinyConvNet` (any image size: the network pools globally)."""
     return TinyConvNet(in_channels, num_classes, width, blur)
 
 
@@ -246,7 +247,8 @@ def load_state_dict(path: str | Path) -> dict[str, Tensor]:
 def _construct(spec: ModelSpec, defaults: Mapping[str, Any]) -> nn.Module:
     if spec.kind == "zoo":
         fn, kwargs = ZOO[spec.target]
-        return fn(**{**defaults, **kwargs, **spec.kwargs})
+        accepted = inspect.signature(fn).parameters
+        return fn(**{**{k: v for k, v in defaults.items() if k in accepted}, **kwargs, **spec.kwargs})
     if spec.kind == "timm":
         try:
             timm = importlib.import_module("timm")
@@ -308,8 +310,9 @@ def load_model(spec: str | ModelSpec, *, device: str | torch.device = "cpu", dty
     """Build the model a spec names, load its local weights, and put it in ``eval()`` mode on ``device``.
 
     ``defaults``: keyword arguments for the built-in zoo's constructors (``in_channels``, ``num_classes``,
-    ``image_size`` of the data); the spec's own arguments win. ``normalize="auto"`` puts a :class:`Normalize` in
-    front when the model declares ``mean`` / ``std`` in ``pretrained_cfg`` or ``default_cfg``.
+    ``image_size``, ``patch``; each passed to the constructors that take it); the spec's own arguments win.
+    ``normalize="auto"`` puts a :class:`Normalize` in front when the model declares ``mean`` / ``std`` in
+    ``pretrained_cfg`` or ``default_cfg``.
     """
     spec = parse_spec(spec) if isinstance(spec, str) else spec
     if normalize not in ("auto", "none"):
@@ -331,7 +334,7 @@ def load_model(spec: str | ModelSpec, *, device: str | torch.device = "cpu", dty
     n_params = sum(p.numel() for p in model.parameters())
     cfg = getattr(model, "pretrained_cfg", None) or getattr(model, "default_cfg", None)
     if normalize == "auto" and isinstance(cfg, Mapping) and cfg.get("mean") is not None and cfg.get("std") is not None:
-        model = nn.Sequential(Normalize(cfg["mean"], cfg["std"]), model)
+        model = nn.Sequential(OrderedDict(normalize=Normalize(cfg["mean"], cfg["std"]), model=model))
     model = model.to(device=device, dtype=dtype).eval()
     return LoadedModel(model, spec, family, n_params)
 

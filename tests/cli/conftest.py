@@ -27,6 +27,18 @@ def toy():
 
 
 @pytest.fixture
+def toy_scaled():
+    """The toy experiment with its own paper scale and paper sweep, registered for the test only."""
+    import symkit_cli_toy
+
+    from symkit.experiments import registry
+
+    registry._REGISTRY[symkit_cli_toy.SCALED] = symkit_cli_toy.SCALED_EXPERIMENT
+    yield symkit_cli_toy.SCALED_EXPERIMENT
+    registry._REGISTRY.pop(symkit_cli_toy.SCALED, None)
+
+
+@pytest.fixture
 def toy_log(tmp_path, monkeypatch) -> Path:
     """A file in which every toy run (in this process or its children) leaves one line."""
     path = tmp_path / "toy.log"

@@ -73,3 +73,31 @@ EXPERIMENT = register(
         plots=(Plot(x="n", y="error", logx=True, logy=True, title="toy error against n"),),
     )
 )
+
+SCALED = "cli-toy-scaled"
+
+
+def run_scaled(config: ToyConfig) -> dict:
+    """The toy's metrics and the run settings this run saw (to check that they reach every executor's workers)."""
+    from symkit import runtime
+    from symkit.runtime import epochs
+
+    settings = runtime.current()
+    return {**run(config), "device": settings.device, "data_dir": settings.data_dir or "", "epochs": epochs(50),
+            "precision": settings.precision}
+
+
+SCALED_EXPERIMENT = register(
+    Experiment(
+        name=SCALED,
+        description="The toy with a paper scale of its own (a test fixture).",
+        reproduces="the 1/sqrt(n) law at three scales",
+        config=ToyConfig,
+        run=run_scaled,
+        quick={"scale": 0.5},
+        paper_scale={"scale": 3.0, "tag": "paper"},
+        sweep={"n": (10, 100), "seed": (0,)},
+        paper_sweep={"n": (100, 1000), "seed": (0, 1)},
+        paper=(PaperValue("error", 0.08, where={"n": 100}, source="Table 0"),),
+    )
+)

@@ -75,9 +75,9 @@ def test_reproduce_then_report_shows_means_stderrs_and_paper_values(runner, toy,
     assert "| n | setup | seeds | error | error (paper) | mean | n_used | positive | label | sizes |" in text
     errors = [r.metrics["error"] for r in Store(db).runs("cli-toy") if r.config["n"] == 100]
     mean, se = np.mean(errors), np.std(errors, ddof=1) / math.sqrt(len(errors))
-    [row] = [line for line in text.splitlines() if line.startswith("| 100 | full | 3 | ")]
-    assert row.startswith(f"| 100 | full | 3 | {mean:.4g} ± {se:.2g} | 0.08 | ")
-    assert "error = 0.01 at n=10000 (Table 0)" in text  # a paper value no full run matches
+    [row] = [line for line in text.splitlines() if line.startswith("| 100 | paper | 3 | ")]
+    assert row.startswith(f"| 100 | paper | 3 | {mean:.4g} ± {se:.2g} | 0.08 | ")
+    assert "error = 0.01 at n=10000 (Table 0)" in text  # a paper value no run of comparable scale matches
     assert "means over seeds ± standard error" in text
 
 
@@ -90,14 +90,14 @@ def test_quick_and_modified_runs_are_labelled_and_not_set_beside_the_paper(runne
     quick = [line for line in text.splitlines() if "| quick |" in line]
     modified = [line for line in text.splitlines() if "| modified |" in line]
     assert len(quick) == 2 and len(modified) == 3
-    assert "error (paper)" not in text  # no full-size run: no paper column at all
+    assert "error (paper)" not in text  # no run of comparable scale: no paper column at all
     assert "error = 0.08 at n=100 (Table 0)" in text and "not comparable with the paper" in text
     assert invoke(runner, "reproduce", "cli-toy", "--seeds", "0", "--store", str(db)).exit_code == 0
     text = invoke(runner, "report", "cli-toy", "--store", str(db), "--out", str(tmp_path / "r")).stdout
     header = [c.strip() for c in next(line.split("|") for line in text.splitlines() if "error (paper)" in line)]
     n, setup, paper = (header.index(k) for k in ("n", "setup", "error (paper)"))
     rows = [c for c in (line.split("|") for line in text.splitlines() if line.startswith("|")) if c[n].strip() == "100"]
-    assert sorted((r[setup].strip(), r[paper].strip()) for r in rows) == [("full", "0.08"), ("modified", "–"),
+    assert sorted((r[setup].strip(), r[paper].strip()) for r in rows) == [("modified", "–"), ("paper", "0.08"),
                                                                     ("quick", "–")]
 
 
@@ -107,7 +107,7 @@ def test_report_as_csv_has_one_row_per_setting(runner, toy, tmp_path):
     result = invoke(runner, "report", "cli-toy", "--format", "csv", "--store", str(db), "--out", str(tmp_path))
     assert result.exit_code == 0
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
-    assert [int(r["n"]) for r in rows] == [10, 100, 1000] and {r["setup"] for r in rows} == {"full"}
+    assert [int(r["n"]) for r in rows] == [10, 100, 1000] and {r["setup"] for r in rows} == {"paper"}
     stored = {(r.config["n"], r.seed): r.metrics["mean"] for r in Store(db).runs("cli-toy")}
     for row in rows:
         n = int(row["n"])

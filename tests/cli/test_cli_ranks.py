@@ -75,7 +75,7 @@ def test_symkit_ranks_prints_the_table_and_report_shows_it(tmp_path):
     assert "4 of 4 cells with a thesis value agree with it" in report.stdout
     assert "Table A.4: SO(n), T_k" in report.stdout
     assert "Settings shared by every row: table=A.4, group=SO(3)" in report.stdout
-    assert "| T(4) | full | 1 | 3 | 3 | yes |" in report.stdout
+    assert "| T(4) | paper | 1 | 3 | 3 | yes |" in report.stdout
     assert (tmp_path / "rep" / "ranks-rank-vs-thesis.png").exists()
 
 

@@ -70,7 +70,7 @@ def test_report_draws_every_plot_and_mentions_failures(records, tmp_path):
     assert [p.name for p in report.plots] == ["cli-test-report-err-vs-model.png", "cli-test-report-err-vs-setting.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in report.plots)
     assert "12 successful runs in 4 settings; 1 failed runs" in report.text
-    assert "| emlp | exact | full | 3 | 3 ± 0.58 | 0.5 |" in report.text
+    assert "| emlp | exact | paper | 3 | 3 ± 0.58 | 0.5 |" in report.text
     assert "means over seeds ± standard error" in report.text
     with pytest.raises(ValueError, match="report format must be 'md' or 'csv', got 'html'"):
         build_report(exp, records, fmt="html")

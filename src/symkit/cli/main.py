@@ -144,7 +144,8 @@ def list_command(
             typer.echo(f"{''.ljust(width)}  paper values: {paper_summary(exp.paper)}")
         if verbose:
             typer.echo(f"{''.ljust(width)}  settings: {', '.join(exp.field_names())}")
-            typer.echo(f"{''.ljust(width)}  runs: {len(exp.grid(False))} (full), {len(exp.grid(True))} (--quick)")
+            sizes = ", ".join(f"{len(exp.grid(scale=scale))} ({scale})" for scale in ("default", "paper", "quick"))
+            typer.echo(f"{''.ljust(width)}  runs: {sizes}")
     for module, error in broken_modules().items():
         typer.echo(f"warning: experiment module {module} failed to import: {error}", err=True)
 
@@ -152,7 +153,10 @@ def list_command(
 @app.command()
 def reproduce(
     name: Annotated[str, typer.Argument(help="Experiment name (see `symkit list`).")],
-    quick: Annotated[bool, typer.Option("--quick", help="The small CI-sized setup and sweep.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="The small CI-sized setup and sweep (--scale quick).")] = False,
+    scale: Annotated[str | None, typer.Option(
+        "--scale", help="quick (CI size), default (the paper's setup as two CPU cores allow) or paper (the paper's "
+        "data, sizes and epochs; real data sets from --data-dir).")] = None,
     seeds: Annotated[str | None, typer.Option("--seeds", help="Seeds to run, e.g. '0,1,2' or '0-4'.")] = None,
     settings: Annotated[list[str] | None, typer.Option(
         "--set", help="Override a config field for every run: key=value (repeatable).")] = None,
@@ -163,14 +167,27 @@ def reproduce(
         "--ray-address", help="Ray cluster address (default: start a local Ray instance).")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel runs (process and ray executors).")] = 2,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again the runs that failed.")] = False,
+    data_dir: Annotated[str | None, typer.Option(
+        "--data-dir", envvar="SYMKIT_DATA", help="Folder with the data files (MNIST, CIFAR-10, an image folder); "
+        "never downloaded.")] = None,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or mps (one GPU per run).")] = "cpu",
+    precision: Annotated[str, typer.Option(
+        "--precision", help="32, or bf16 (bfloat16 autocast in training steps).")] = "32",
+    smoke: Annotated[bool, typer.Option(
+        "--smoke", help="Check the set-up: run the first planned run for one epoch of two batches, print its "
+        "metrics, store nothing.")] = False,
     store: StoreOption = None,
 ) -> None:
     """Run an experiment's sweep, recording every run in the store; only missing runs are run again."""
+    from symkit import runtime
     from symkit.experiments.registry import get_experiment
     from symkit.runner.sweep import parse_assignments, parse_seeds, plan
 
     with _clear_errors():
         exp = get_experiment(name)
+        limits = {"max_epochs": 1, "max_batches": 2} if smoke else {}
+        run_settings = runtime.RunSettings(device=device, data_dir=data_dir or None, precision=precision,
+                                           **limits).check()
         if executor not in ("local", "process", "ray"):
             raise UsageError(f"unknown executor {executor!r}; valid executors: local, process, ray")
         overrides = parse_assignments(exp, settings or [], "--set")
@@ -179,9 +196,27 @@ def reproduce(
         if both:
             raise UsageError(f"{', '.join(both)} given with both --set and --sweep; use one of them per setting")
         overrides.update(swept)
-        specs = plan(exp, quick=quick, seeds=parse_seeds(seeds) if seeds else None, settings=overrides)
+        specs = plan(exp, quick=quick, scale=scale, seeds=parse_seeds(seeds) if seeds else None,
+                     settings=overrides, run_settings=run_settings)
+        if smoke:
+            _smoke(specs[0])
+            return
         db = _open_store(store)
         _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed)
+
+
+def _smoke(spec: RunSpec) -> None:
+    """Run ``spec`` here under the smoke limits and print its metrics (or its error); nothing is stored."""
+    from symkit.runner.sweep import execute
+
+    typer.echo(f"smoke run of {spec.experiment} ({spec.label()}); not stored", err=True)
+    outcome = execute(spec)
+    if outcome.error is not None:
+        typer.echo(outcome.error.rstrip(), err=True)
+        raise typer.Exit(1)
+    for key, value in (outcome.metrics or {}).items():
+        typer.echo(f"{key}: {value}")
+    typer.echo(f"ok in {outcome.duration:.1f} s", err=True)
 
 
 def _run_and_summarise(

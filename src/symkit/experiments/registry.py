@@ -6,9 +6,14 @@ package on first use, so adding a file is all it takes to add an experiment.
 
 Anatomy of an experiment:
 
-- ``config``: a dataclass whose defaults are the full (paper-sized) setup; it must have an ``int`` field ``seed``.
-- ``quick``: field overrides that make the run small enough for CI (``symkit reproduce NAME --quick``).
-- ``sweep`` / ``quick_sweep``: a grid, ``{field: [values, ...]}``; every combination is one run.
+- ``config``: a dataclass whose defaults are the default setup, the paper's as closely as two CPU cores allow; it
+  must have an ``int`` field ``seed``.
+- scales (``symkit reproduce NAME --scale quick|default|paper``, :data:`SCALES`): ``quick`` applies the field
+  overrides ``quick`` that make the run small enough for CI; ``default`` is the config's defaults; ``paper`` applies
+  ``paper_scale``, the overrides that give the paper's data, sizes and epochs (real data sets come from the run's data
+  folder, :mod:`symkit.runtime`). ``paper_scale=None`` declares that the defaults already are the paper's setup.
+- ``sweep`` / ``quick_sweep`` / ``paper_sweep``: a grid, ``{field: [values, ...]}``, for each scale (the quick and
+  paper grids default to ``sweep``); every combination is one run.
 - ``run(config) -> metrics``: a flat dict of JSON-serialisable values (numbers, strings, short lists).
 - ``points``: optional, for sweeps that are not a grid: ``points(quick)`` returns the list of field overrides, one
   per run (the seeds of ``sweep`` still multiply it when ``sweep`` has a ``seed`` entry and the points have none).
@@ -51,6 +56,8 @@ from symkit.experiments.fields import Seed
 from symkit.progress import progress_bar
 
 Metrics = dict[str, Any]
+#: the sizes every experiment runs at (module docstring)
+SCALES = ("quick", "default", "paper")
 #: ``summarize(rows) -> str``; each row is ``{"config": {...}, "n": seeds, "mean": {metric: value},
 #: "stderr": {metric: value or None}, "by_seed": {seed: {metric: value}}}`` (metrics that are not numbers appear in
 #: ``mean`` as their common value; ``by_seed`` holds every run's own metrics, for paired statistics).
@@ -172,6 +179,8 @@ class Experiment:
     quick: Mapping[str, Any] = field(default_factory=dict)
     sweep: Mapping[str, Sequence[Any]] = field(default_factory=lambda: {"seed": (0,)})
     quick_sweep: Mapping[str, Sequence[Any]] | None = None
+    paper_scale: Mapping[str, Any] | None = None
+    paper_sweep: Mapping[str, Sequence[Any]] | None = None
     paper: Sequence[PaperValue] = ()
     plots: Sequence[Plot] = ()
     points: Callable[[bool], Sequence[Mapping[str, Any]]] | None = None
@@ -185,7 +194,8 @@ class Experiment:
         names = {f.name for f in dataclasses.fields(self.config)}
         if "seed" not in names:
             raise TypeError(f"experiment {self.name!r}: config {self.config.__name__} needs a 'seed' field")
-        for key in [*self.quick, *self.sweep, *(self.quick_sweep or {})]:
+        for key in [*self.quick, *self.sweep, *(self.quick_sweep or {}), *(self.paper_scale or {}),
+                    *(self.paper_sweep or {})]:
             if key not in names:
                 raise TypeError(
                     f"experiment {self.name!r}: {key!r} is not a field of {self.config.__name__} "
@@ -257,9 +267,26 @@ class Experiment:
                 f"{_type_name(_bare(types_[key]))} ({exc})"
             ) from None
 
+    def scale_overrides(self, scale: str) -> dict[str, Any]:
+        """The field overrides of ``scale`` (:data:`SCALES`): the quick ones, none, or the paper's."""
+        if scale not in SCALES:
+            raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+        return dict(self.quick) if scale == "quick" else dict(self.paper_scale or {}) if scale == "paper" else {}
+
+    def sweep_of(self, scale: str) -> Mapping[str, Sequence[Any]]:
+        """The grid of ``scale``: ``quick_sweep`` or ``paper_sweep`` where declared, ``sweep`` otherwise."""
+        self.scale_overrides(scale)  # checks the name
+        chosen = self.quick_sweep if scale == "quick" else self.paper_sweep if scale == "paper" else None
+        return chosen if chosen is not None else self.sweep
+
     def make_config(self, quick: bool = False, **overrides: Any) -> Any:
-        """The config for one run: defaults, then the quick overrides, then ``overrides``."""
-        values = dict(self.quick) if quick else {}
+        """The config for one run: defaults, then the quick overrides if ``quick``, then ``overrides``."""
+        return self.config_at("quick" if quick else "default", **overrides)
+
+    def config_at(self, scale: str, /, **overrides: Any) -> Any:
+        """The config for one run at ``scale`` (:data:`SCALES`): defaults, then the scale's overrides, then
+        ``overrides`` (which may include a config field called ``scale``)."""
+        values = self.scale_overrides(scale)
         values.update(overrides)
         unknown = set(values) - set(self.field_names())
         if unknown:
@@ -271,9 +298,11 @@ class Experiment:
         self.check_config(config)
         return config
 
-    def grid(self, quick: bool = False) -> list[dict[str, Any]]:
-        """The sweep as a list of field overrides, one per run."""
-        sweep = self.quick_sweep if (quick and self.quick_sweep is not None) else self.sweep
+    def grid(self, quick: bool = False, scale: str | None = None) -> list[dict[str, Any]]:
+        """The sweep of ``scale`` as a list of field overrides, one per run (``points`` gets ``quick`` as a bool)."""
+        scale = resolve_scale(quick, scale)
+        quick = scale == "quick"
+        sweep = self.sweep_of(scale)
         keys = list(sweep)
         product = [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
         if self.points is None:
@@ -289,6 +318,17 @@ class Experiment:
                 )
             out.extend({**extra, **point} for extra in product)
         return _unique(out)
+
+
+def resolve_scale(quick: bool = False, scale: str | None = None) -> str:
+    """The scale named by ``scale``, or by the older flag ``quick``; both at once must agree."""
+    if scale is None:
+        return "quick" if quick else "default"
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    if quick and scale != "quick":
+        raise ValueError(f"quick=True contradicts scale={scale!r}; give one of them")
+    return scale
 
 
 def _unique(points: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,9 +4,10 @@ Runs that share a config (all fields but the seed, i.e. one ``config_hash``) for
 the group shows the mean over seeds and its standard error (sample standard deviation over sqrt(n); blank for a
 single seed). Booleans count as 0/1 unless all seeds agree; strings and lists are shown when all seeds agree.
 
-Every group is labelled with its setup, the scale it ran at (:func:`scale_of`): ``full`` (the experiment's
-defaults, its paper-sized setup), ``quick`` (the CI size) or ``modified`` (anything else, e.g. a ``--set``). The
-paper's numbers are shown only beside ``full`` rows; a quick or modified run is not comparable with them.
+Every group is labelled with its setup, the scale it ran at (:func:`scale_of`): ``paper`` (the paper's data, sizes
+and epochs), ``default`` (the experiment's defaults, the paper's setup as closely as two CPU cores allow), ``quick``
+(the CI size) or ``modified`` (anything else, e.g. a ``--set``). The paper's numbers are shown only beside ``paper``
+and ``default`` rows (:data:`COMPARABLE`); a quick or modified run is not comparable with them.
 """
 
 from __future__ import annotations
@@ -24,27 +25,32 @@ from symkit.experiments.registry import Experiment, PaperValue, Plot
 from symkit.stats import mean_and_error
 from symkit.store import RunRecord, canonical_json
 
-SCALES = ("full", "quick", "modified")
+SCALES = ("paper", "default", "quick", "modified")
+#: the scales whose rows are shown beside the paper's numbers
+COMPARABLE = ("paper", "default")
 INTERVALS = ("Values are means over seeds ± standard error (sample standard deviation / sqrt(n); none for one seed). "
              "Paper values are as printed, ± converted to a standard error where the paper gives a 95% interval.")
 
 
 def scale_of(experiment: Experiment, config: Mapping[str, Any]) -> str:
-    """``full`` when every setting the sweeps do not vary has its default (the paper-sized setup), ``quick`` when
-    each has its ``--quick`` value, ``modified`` otherwise."""
-    swept = {"seed", *experiment.sweep, *(experiment.quick_sweep or {})}
+    """The scale of a run, judged by the settings the sweeps do not vary: ``paper`` when each has its
+    ``--scale paper`` value (or its default, for an experiment whose defaults are the paper's setup,
+    ``paper_scale=None``), ``default`` when each has its default, ``quick`` when each has its quick value,
+    ``modified`` otherwise."""
+    swept = {"seed", *experiment.sweep, *(experiment.quick_sweep or {}), *(experiment.paper_sweep or {})}
     if experiment.points is not None:
         swept |= {k for quick in (False, True) for point in experiment.points(quick) for k in point}
-    full = experiment.config()
-    quick = experiment.make_config(quick=True)
     fixed = [k for k in experiment.field_names() if k not in swept and k in config]
 
-    def matches(reference: Any) -> bool:
+    def matches(scale: str) -> bool:
+        reference = experiment.config_at(scale)
         return all(canonical_json(config[k]) == canonical_json(getattr(reference, k)) for k in fixed)
 
-    if matches(full):
-        return "full"
-    return "quick" if matches(quick) else "modified"
+    if experiment.paper_scale is not None and matches("paper"):
+        return "paper"
+    if matches("default"):
+        return "paper" if experiment.paper_scale is None else "default"
+    return "quick" if matches("quick") else "modified"
 
 
 @dataclass
@@ -57,7 +63,7 @@ class Group:
     stderr: dict[str, float | None] = field(default_factory=dict)
     paper: dict[str, PaperValue] = field(default_factory=dict)
     metrics_by_seed: dict[int, dict[str, Any]] = field(default_factory=dict)
-    scale: str = "full"
+    scale: str = "default"
 
     def value(self, key: str) -> Any:
         """A config field or, failing that, the aggregated metric ``key``."""
@@ -115,7 +121,7 @@ def _sort_key(value: Any) -> tuple[int, Any]:
 
 def aggregate(experiment: Experiment, records: Sequence[RunRecord]) -> list[Group]:
     """Group the ``ok`` records by config and aggregate their metrics over seeds; label each group's scale and
-    attach the matching paper values to ``full`` groups only."""
+    attach the matching paper values to ``paper`` and ``default`` groups only."""
     by_hash: dict[str, list[RunRecord]] = {}
     for record in records:
         if record.status == "ok" and record.metrics is not None:
@@ -131,7 +137,7 @@ def aggregate(experiment: Experiment, records: Sequence[RunRecord]) -> list[Grou
         for name in names:
             group.mean[name], group.stderr[name] = _aggregate_values([(r.metrics or {}).get(name) for r in runs])
         group.scale = scale_of(experiment, runs[0].config)
-        for paper in experiment.paper if group.scale == "full" else ():
+        for paper in experiment.paper if group.scale in COMPARABLE else ():
             if all(k in config and _same(config[k], v) for k, v in paper.where.items()):
                 group.paper[paper.metric] = paper
         groups.append(group)
@@ -196,7 +202,7 @@ def markdown_table(experiment: Experiment, groups: Sequence[Group]) -> str:
             cells.append(_fmt(group.mean.get(metric), group.stderr.get(metric)))
             if metric in with_paper:
                 paper = group.paper.get(metric)
-                cells.append(_fmt(paper.value, paper.stderr) if paper else ("" if group.scale == "full" else "–"))
+                cells.append(_fmt(paper.value, paper.stderr) if paper else ("" if group.scale in COMPARABLE else "–"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -382,13 +388,15 @@ def build_report(
             parts += [experiment.summarize([g.as_row() for g in groups]).rstrip(), ""]
         parts += [markdown_table(experiment, groups), ""]
         parts.append(INTERVALS)
-        if any(g.scale != "full" for g in groups) and experiment.paper:
-            parts.append("Setup: `full` rows use the experiment's paper-sized defaults; `quick` and `modified` rows "
-                         "are not comparable with the paper, so their paper column shows –.")
+        if any(g.scale not in COMPARABLE for g in groups) and experiment.paper:
+            parts.append("Setup: `paper` rows use the paper's data and sizes, `default` rows the experiment's defaults "
+                         "(the paper's setup as closely as two CPU cores allow); `quick` and `modified` rows are not "
+                         "comparable with the paper, so their paper column shows –.")
         unmatched = [p for p in experiment.paper if not any(p.metric in g.paper and g.paper[p.metric] is p
                                                              for g in groups)]
         if unmatched:
-            parts += ["", "Paper values with no matching full-size run here (run the full setup to compare):", ""]
+            parts += ["", "Paper values with no matching run at the default or paper scale here (run one to "
+                      "compare):", ""]
             for p in unmatched:
                 where = ", ".join(f"{k}={_fmt(v)}" for k, v in p.where.items()) or "any setting"
                 parts.append(f"- {p.metric} = {_fmt(p.value, p.stderr)} at {where}"

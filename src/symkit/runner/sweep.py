@@ -24,7 +24,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from symkit.experiments.registry import Experiment, config_from_json, import_experiment
+from symkit import runtime
+from symkit.experiments.registry import Experiment, config_from_json, import_experiment, resolve_scale
 from symkit.progress import progress_bar, progress_enabled
 from symkit.store import Store, StoreError, canonical_json, config_hash, to_jsonable
 from symkit.store.db import utc_now
@@ -40,11 +41,13 @@ class SweepError(RuntimeError):
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run to do: the experiment, the module that registers it, and the full config (with its seed)."""
+    """One run to do: the experiment, the module that registers it, the full config (with its seed), and where and
+    how to run it (:class:`symkit.runtime.RunSettings` as a dict; not part of the run's identity in the store)."""
 
     experiment: str
     module: str | None
     config: dict[str, Any]
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def seed(self) -> int:
@@ -186,15 +189,24 @@ def plan(
     seeds: Sequence[int] | None = None,
     settings: Mapping[str, Sequence[Any]] | None = None,
     points: Sequence[Mapping[str, Any]] | None = None,
+    scale: str | None = None,
+    run_settings: runtime.RunSettings | None = None,
 ) -> list[RunSpec]:
-    """The runs of a sweep: the experiment's grid (or ``points``), with ``settings`` overriding fields (several
-    values per field multiply the grid) and ``seeds`` replacing the grid's seeds.
+    """The runs of a sweep at ``scale`` (``quick``, ``default`` or ``paper``; ``quick=True`` is ``scale="quick"``):
+    the experiment's grid (or ``points``), with ``settings`` overriding fields (several values per field multiply the
+    grid) and ``seeds`` replacing the grid's seeds. ``run_settings`` (device, data folder, precision) go with every
+    run to whichever process runs it.
 
     For experiments with an explicit run list (``Experiment.points``), a setting of a field that the list defines
     selects the runs with those values instead (``--set group=SO(3)`` keeps the SO(3) cells of ``ranks``); a field
     that only the sweep's grid multiplies the list by is set, as in a plain grid.
     """
-    grid = [dict(p) for p in points] if points is not None else experiment.grid(quick)
+    try:
+        scale = resolve_scale(quick, scale)
+    except ValueError as exc:
+        raise SweepError(str(exc)) from None
+    quick = scale == "quick"
+    grid = [dict(p) for p in points] if points is not None else experiment.grid(scale=scale)
     # the fields the explicit run list itself defines (not those the sweep's grid multiplies it by) select runs
     listed = grid if points is not None else experiment.points(quick) if experiment.points is not None else []
     point_keys = {k for point in listed for k in point if k != "seed"}
@@ -223,11 +235,11 @@ def plan(
     module = getattr(experiment.run, "__module__", None)
     for point in grid:
         try:
-            config = experiment.make_config(quick=quick, **point)
+            config = experiment.config_at(scale, **point)
         except (TypeError, ValueError) as exc:
             raise SweepError(f"experiment {experiment.name!r} rejected the settings {point}: {exc}") from None
         values = to_jsonable(dataclasses.asdict(config))
-        spec = RunSpec(experiment.name, module, values)
+        spec = RunSpec(experiment.name, module, values, (run_settings or runtime.RunSettings()).to_dict())
         specs.setdefault((spec.config_hash, spec.seed), spec)
     return list(specs.values())
 
@@ -272,7 +284,8 @@ def execute(spec: RunSpec) -> Outcome:
         experiment = import_experiment(spec.experiment, spec.module)
         config = _from_json(experiment, spec.config)
         _seed_everything(spec.seed)
-        result = experiment.run(config)
+        with runtime.using(_placed(spec.settings)):
+            result = experiment.run(config)
         if not isinstance(result, Mapping):
             raise TypeError(
                 f"run() of experiment {spec.experiment!r} returned {type(result).__name__}; expected a dict of "
@@ -306,9 +319,31 @@ def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
     threading.Thread(target=watch, name="symkit-parent-watch", daemon=True).start()
 
 
-def _init_worker(threads: int, parent: int | None = None) -> None:
+#: this worker process's number in its pool (None in the driver): a run on ``cuda`` takes GPU ``slot % count``
+_WORKER_SLOT: int | None = None
+
+
+def _placed(settings: Mapping[str, Any]) -> runtime.RunSettings:
+    """The run's settings, with a bare ``cuda`` device made one GPU per pool worker (the Ray executor instead asks
+    Ray for one GPU per task, which then shows the task only that GPU)."""
+    placed = runtime.RunSettings(**settings)
+    if placed.device == "cuda" and _WORKER_SLOT is not None:
+        import torch
+
+        count = torch.cuda.device_count()
+        if count > 1:
+            placed = dataclasses.replace(placed, device=f"cuda:{_WORKER_SLOT % count}")
+    return placed
+
+
+def _init_worker(threads: int, parent: int | None = None, slots: Any = None) -> None:
     import signal
 
+    global _WORKER_SLOT
+    if slots is not None:
+        with slots.get_lock():
+            _WORKER_SLOT = slots.value
+            slots.value += 1
     if parent is not None:
         _exit_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is handled by the driver, which stops the pool
@@ -340,9 +375,10 @@ def _new_pool(jobs: int) -> Any:
     from concurrent.futures import ProcessPoolExecutor
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
+    context = multiprocessing.get_context("spawn")
     return ProcessPoolExecutor(
-        max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
-        initargs=(threads, os.getpid()),
+        max_workers=jobs, mp_context=context, initializer=_init_worker,
+        initargs=(threads, os.getpid(), context.Value("i", 0)),
     )
 
 
@@ -443,7 +479,8 @@ def _ray(specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_start:
             where = f"the Ray cluster at {ray_address!r}" if ray_address else "a local Ray instance"
             raise SweepError(f"cannot start or reach {where}: {type(exc).__name__}: {exc}") from None
         started_here = True
-    remote = ray.remote(num_cpus=1, max_retries=0)(execute)
+    on_gpu = any(runtime.RunSettings(**spec.settings).device.startswith("cuda") for spec in specs)
+    remote = ray.remote(num_cpus=1, num_gpus=1 if on_gpu else 0, max_retries=0)(execute)  # one GPU per run
     window = max(2 * jobs, 2 * int(ray.cluster_resources().get("CPU", 1)))
     queue = list(specs)
     in_flight: dict[Any, RunSpec] = {}

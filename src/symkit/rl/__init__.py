@@ -1,6 +1,22 @@
 """symkit.rl: symmetric models for MuJoCo locomotion (thesis Sec. 3.6): the state and action representations of
-Table A.10 (:mod:`symkit.rl.presets`)."""
+Table A.10 (:mod:`symkit.rl.presets`) and transition models trained on rollouts (:mod:`symkit.rl.transitions`,
+Table 3.3). The environments need the ``rl`` extra: ``pip install 'symkit[rl]'``."""
 
 from symkit.rl.presets import PRESETS, LocomotionPreset, preset, quaternion_to_matrix, require_gymnasium
+from symkit.rl.transitions import (
+    Rollouts,
+    TransitionModel,
+    build_transition_net,
+    collect_rollouts,
+    evaluate_transition_model,
+    hidden_rep,
+    model_rollout,
+    sample_chunks,
+    train_transition_model,
+)
 
-__all__ = ["PRESETS", "LocomotionPreset", "preset", "quaternion_to_matrix", "require_gymnasium"]
+__all__ = [
+    "PRESETS", "LocomotionPreset", "preset", "quaternion_to_matrix", "require_gymnasium", "Rollouts",
+    "TransitionModel", "build_transition_net", "collect_rollouts", "evaluate_transition_model", "hidden_rep",
+    "model_rollout", "sample_chunks", "train_transition_model",
+]

@@ -1,0 +1,300 @@
+"""Transition models for model-based RL on MuJoCo locomotion (thesis Sec. 3.6.2, App. A.2.3.4, Table 3.3).
+
+A model predicts the next state from the state and action, ``x_{t+1} = x_t + NN(x_t, u_t)``; ``NN`` is an MLP, an
+EMLP of the preset's group, or an RPP-EMLP (:func:`build_transition_net`) with input rep ``rho_X + rho_U`` and
+output rep ``rho_X`` (Table A.10). It is trained by minimising the l1 norm of its 10-step rollout error on chunks of
+trajectories (:func:`train_transition_model`) and scored by Table 3.3's metrics (:func:`evaluate_transition_model`):
+the rollout relative error ``|a - b| / (|a| + |b|)``, geometric mean over the steps of 10-, 30- and 100-step
+rollouts, and the equivariance error (eq. 3.3) of the 100-step rollout, ``RelErr(g . rollout(x, u),
+rollout(g . x, g . u))``.
+
+Data (:func:`collect_rollouts`) come from a uniformly random policy run locally (the thesis sampled 5000 chunks of
+10 steps from the replay buffer of an SAC agent trained for 10^6 steps): the environments are run without their
+early termination (a fallen hopper keeps moving), so every episode has the requested length.
+
+Decisions where the thesis is silent:
+
+- states and actions are standardised per object of their reps (:func:`~symkit.nn.rep_statistics`: scalars
+  centred and scaled, other objects scaled by their RMS), and so is the predicted change, which keeps an
+  equivariant network equivariant; the l1 rollout loss is taken in these standardised units, so that every state
+  entry counts, whatever its physical unit;
+- the RPP prior (variance ``10^6`` on the equivariant weights, ``3`` on the flexible ones, A.2.3.4) is the negative
+  log prior of :func:`~symkit.nn.rpp_penalty` divided by the number of numbers the loss averages over (chunks x
+  steps x state size), as for a unit-scale Laplace likelihood; the reference code's extra ``0.05 mean |Delta|^2``
+  term is left out;
+- Adam at ``lr`` with a cosine schedule, batch 256; hidden layers of ``136/256`` scalars and copies of the base
+  rep ``V`` for the rest (the reference code's ``136 T0 + 60 T1`` for Z2 at 256 channels, :func:`hidden_rep`);
+- errors are geometric means over (trajectory, step) pairs, the start state (shared by both rollouts) excluded.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from symkit.groups.base import Group, ProductGroup
+from symkit.nn import EMLP, MLP, RPPEMLP, rep_statistics, rollout_error, rpp_penalty
+from symkit.reps import Rep, Scalar, V
+from symkit.rl.presets import LocomotionPreset
+from symkit.train import Trainer
+from symkit.train.trainer import TrainResult
+
+__all__ = ["MODELS", "Rollouts", "TransitionModel", "collect_rollouts", "sample_chunks", "hidden_rep",
+           "build_transition_net", "scale_last_layer", "model_rollout", "train_transition_model",
+           "evaluate_transition_model", "group_elements", "cached_rollouts"]
+
+MODELS = ("mlp", "emlp", "rpp")
+HORIZONS = (10, 30, 100)
+
+
+@dataclass
+class Rollouts:
+    """Episodes of a policy in the preset's feature layout: ``states`` (E, T + 1, state size) and ``actions``
+    (E, T, action size), float64."""
+
+    states: torch.Tensor
+    actions: torch.Tensor
+
+    @property
+    def episodes(self) -> int:
+        return int(self.states.shape[0])
+
+    @property
+    def steps(self) -> int:
+        return int(self.actions.shape[1])
+
+
+def _no_termination(preset: LocomotionPreset) -> dict[str, Any]:
+    """Environment settings that turn off early termination (the environments that have it)."""
+    return {"terminate_when_unhealthy": False} if preset.name in ("Hopper", "Walker2d", "Ant", "Humanoid") else {}
+
+
+def collect_rollouts(preset: LocomotionPreset, episodes: int, steps: int, seed: int = 0) -> Rollouts:
+    """``episodes`` episodes of ``steps`` uniformly random actions each (seeded resets and actions), with early
+    termination turned off; states and actions in the preset's feature layout."""
+    env = preset.make_env(**_no_termination(preset))
+    rng = np.random.default_rng(seed)
+    low, high = env.action_space.low, env.action_space.high
+    states = np.empty((episodes, steps + 1, preset.state_size))
+    actions = np.empty((episodes, steps, preset.action_size))
+    base = env.unwrapped
+    try:
+        for e in range(episodes):
+            obs, _ = env.reset(seed=int(rng.integers(2**31)))
+            states[e, 0] = preset.features(obs)
+            for t in range(steps):
+                a = rng.uniform(low, high)
+                obs, *_ = base.step(a)
+                states[e, t + 1] = preset.features(obs)
+                actions[e, t] = preset.action_features(a)
+    finally:
+        env.close()
+    return Rollouts(torch.as_tensor(states), torch.as_tensor(actions))
+
+
+def sample_chunks(data: Rollouts, n: int, horizon: int, seed: int = 0) -> Rollouts:
+    """``n`` windows of ``horizon`` steps drawn uniformly (with replacement) from the episodes of ``data``."""
+    if horizon > data.steps:
+        raise ValueError(f"sample_chunks: horizon {horizon} is longer than the episodes ({data.steps} steps)")
+    g = torch.Generator().manual_seed(seed)
+    ep = torch.randint(data.episodes, (n,), generator=g)
+    start = torch.randint(data.steps - horizon + 1, (n,), generator=g)
+    idx = start[:, None] + torch.arange(horizon + 1)
+    states = data.states[ep[:, None], idx]
+    actions = data.actions[ep[:, None], idx[:, :-1]]
+    return Rollouts(states, actions)
+
+
+def hidden_rep(group: Group, ch: int) -> Rep:
+    """``round(ch * 136 / 256)`` scalars plus copies of the base rep for the rest of ``ch`` (the reference code's
+    hidden layers, ``136 T0 + 60 T1`` for Z2 at 256 channels). The base rep of a product group is the tensor
+    product of its factors' ``V``: ``V`` of the product itself would not couple to reps of the factors (a
+    pseudoscalar of one mirror), and the network would ignore its input."""
+    base = V(group)
+    if isinstance(group, ProductGroup):
+        base = functools.reduce(operator.mul, [V(f) for f in group.factors])
+    scalars = round(ch * 136 / 256)
+    return scalars * Scalar + max(1, (ch - scalars) // base.size) * base
+
+
+@torch.no_grad()
+def scale_last_layer(net: nn.Module, factor: float) -> nn.Module:
+    """Multiply the parameters of the last layer of an MLP, EMLP or RPP-EMLP by ``factor`` (in place)."""
+    last = net.head if isinstance(net, (EMLP, RPPEMLP)) else net.net[-1] if isinstance(net, MLP) else None
+    if last is None:
+        raise TypeError(f"scale_last_layer: expected an MLP, EMLP or RPPEMLP, got {type(net).__name__}")
+    for p in last.parameters():
+        p.mul_(factor)
+    return net
+
+
+def build_transition_net(kind: str, preset: LocomotionPreset, ch: int = 256, num_layers: int = 2,
+                         head_scale: float = 0.01, dtype: torch.dtype | None = None) -> nn.Module:
+    """The network ``(x, u) -> Delta x``: an MLP (swish), an EMLP or an RPP-EMLP of the preset's group with input
+    rep ``state_rep + action_rep`` and output rep ``state_rep`` (thesis Sec. 3.6.2: 2 hidden layers of 256). The
+    last layer starts ``head_scale`` times its default size: an untrained EMLP's bilinear layers otherwise make
+    10-step rollouts diverge (Ant: 1e17 after 7 steps), the instability of Sec. 3.7."""
+    if kind not in MODELS:
+        raise ValueError(f"kind must be one of {MODELS}, got {kind!r}")
+    ds, da = preset.state_size, preset.action_size
+    if kind == "mlp":
+        net: nn.Module = MLP(ds + da, ds, ch=ch, num_layers=num_layers, dtype=dtype)
+    else:
+        G = preset.group
+        cls = EMLP if kind == "emlp" else RPPEMLP
+        net = cls(preset.state_rep + preset.action_rep, preset.state_rep, G, ch=hidden_rep(G, ch),
+                  num_layers=num_layers, dtype=dtype)
+    return scale_last_layer(net, head_scale)
+
+
+class TransitionModel(nn.Module):
+    """``x' = x + s_D * net((x - m_x) / s_x, (u - m_u) / s_u) + m_D`` with per-object statistics of the states,
+    actions and one-step changes of ``data`` (:func:`~symkit.nn.rep_statistics`): exactly as equivariant as
+    ``net``."""
+
+    def __init__(self, net: nn.Module, preset: LocomotionPreset, data: Rollouts, max_rms: float = 5.0) -> None:
+        super().__init__()
+        self.net, self.preset, self.max_rms = net, preset, float(max_rms)
+        dtype = next(p.dtype for p in net.parameters() if p.is_floating_point())
+        x = data.states[:, :-1].reshape(-1, preset.state_size)
+        dx = (data.states[:, 1:] - data.states[:, :-1]).reshape(-1, preset.state_size)
+        u = data.actions.reshape(-1, preset.action_size)
+        stats = {"x": rep_statistics(x, preset.state_rep), "u": rep_statistics(u, preset.action_rep),
+                 "d": rep_statistics(dx, preset.state_rep)}
+        for key, (mean, scale) in stats.items():
+            self.register_buffer(f"mean_{key}", mean.to(dtype))
+            self.register_buffer(f"scale_{key}", scale.to(dtype))
+
+    def delta(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """The standardised change ``net(z)``, whose entries are of order one; ``z``, the standardised state and
+        action, is shrunk to an RMS of at most ``max_rms`` (an invariant of every orthogonal rep, so the model
+        stays equivariant): a rollout that leaves the data cannot feed the bilinear layers ever larger inputs."""
+        z = torch.cat([(x - self.mean_x) / self.scale_x, (u - self.mean_u) / self.scale_u], -1)
+        rms = z.square().mean(-1, keepdim=True).sqrt()
+        return self.net(z * (self.max_rms / rms.clamp_min(self.max_rms)))
+
+    def forward(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        return x + self.delta(x, u) * self.scale_d + self.mean_d
+
+
+def model_rollout(model: TransitionModel, x0: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """States ``(N, H + 1, d)`` of the model from ``x0`` (N, d) under ``actions`` (N, H, a), the start included."""
+    xs = [x0]
+    for t in range(actions.shape[1]):
+        xs.append(model(xs[-1], actions[:, t]))
+    return torch.stack(xs, 1)
+
+
+class _Rollout(nn.Module):
+    """Packs a chunk as one tensor for the Trainer: ``[x0, u_0, ..., u_{H-1}] -> [x_1, ..., x_H]`` (flat)."""
+
+    def __init__(self, model: TransitionModel, horizon: int) -> None:
+        super().__init__()
+        self.model, self.horizon = model, horizon
+
+    def forward(self, packed: torch.Tensor) -> torch.Tensor:
+        ds, da = self.model.preset.state_size, self.model.preset.action_size
+        x0, u = packed[:, :ds], packed[:, ds:].reshape(-1, self.horizon, da)
+        return model_rollout(self.model, x0, u)[:, 1:].reshape(len(packed), -1)
+
+
+def train_transition_model(model: TransitionModel, chunks: Rollouts, *, epochs: int = 500, lr: float = 1e-3,
+                           batch_size: int = 256, sigma_equivariant: float = 1e3, sigma_basic: float = math.sqrt(3),
+                           clip: float | None = 1.0, seed: int = 0, desc: str = "transition") -> TrainResult:
+    """Minimise the l1 norm of the chunks' rollout error (thesis Sec. 3.6.2), in standardised state units, with
+    Adam at ``lr`` on a cosine schedule; an RPP-EMLP adds its prior (``rpp_penalty`` with the two standard
+    deviations, divided by the number of numbers the loss averages over). Returns the Trainer's record."""
+    dtype = model.mean_x.dtype
+    n, horizon = chunks.episodes, chunks.steps
+    ds = model.preset.state_size
+    packed = torch.cat([chunks.states[:, 0], chunks.actions.reshape(n, -1)], 1).to(dtype)
+    target = chunks.states[:, 1:].reshape(n, -1).to(dtype)
+    scale = model.scale_x.repeat(horizon)
+
+    def loss(pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return ((pred - y) / scale).abs().mean()
+
+    penalty = None
+    if isinstance(model.net, RPPEMLP):
+        count = n * horizon * ds
+
+        def penalty(_: nn.Module) -> torch.Tensor:
+            return rpp_penalty(model.net, sigma_equivariant, sigma_basic) / count
+
+    trainer = Trainer(_Rollout(model, horizon), loss, penalty=penalty, lr=lr, epochs=epochs, batch_size=batch_size,
+                      schedule="cosine", seed=seed, desc=desc, clip=clip)
+    return trainer.fit((packed, target))
+
+
+def group_elements(group: Group, n: int, seed: int = 0) -> list[Any]:
+    """``n`` sampled elements of ``group`` other than the identity (the identity would score a zero error)."""
+    out: list[Any] = []
+    draw = 0
+    while len(out) < n:
+        samples = group.samples(4 * n, seed=seed + draw)
+        out += [g for g in samples if not np.allclose(np.asarray(g), np.eye(group.d))]
+        draw += 1
+        if draw > 10:
+            raise ValueError(f"group_elements: {group} has no element other than the identity")
+    return out[:n]
+
+
+def _finite(x: torch.Tensor) -> torch.Tensor:
+    """A diverged rollout clipped to +-1e6, so that its relative error is about 1 rather than nan."""
+    return x.nan_to_num(1e6, 1e6, -1e6).clamp(-1e6, 1e6)
+
+
+def _geomean(x: torch.Tensor) -> float:
+    return float(x.clamp_min(1e-12).log().mean().exp())
+
+
+@torch.no_grad()
+def evaluate_transition_model(model: TransitionModel, test: Rollouts, horizons: Sequence[int] = HORIZONS,
+                              seed: int = 0) -> dict[str, float]:
+    """Table 3.3's metrics on the test episodes, in percent: ``rollout_error_{H}`` for every horizon ``H`` (relative
+    error of the model's ``H``-step rollout from each episode's start, geometric mean over episodes and steps) and
+    their mean ``rollout_error``; the same for the constant prediction ``x_t = x_0`` (``constant_error_{H}``);
+    ``equivariance_error`` (eq. 3.3 along the longest rollout, one sampled non-identity element of the preset's
+    group per episode); ``finite``, the share of the model's rollouts that did not diverge (a diverged state is
+    clipped to 1e6, a relative error of about 1)."""
+    model.eval()
+    preset, dtype = model.preset, model.mean_x.dtype
+    states, actions = test.states.to(dtype), test.actions.to(dtype)
+    longest = max(horizons)
+    if longest > test.steps:
+        raise ValueError(f"evaluate_transition_model: horizon {longest} is longer than the test episodes")
+    pred = model_rollout(model, states[:, 0], actions[:, :longest])
+    out: dict[str, float] = {"finite": float(torch.isfinite(pred).all(-1).all(-1).double().mean())}
+    pred = _finite(pred)
+    for h in horizons:
+        true = states[:, 1:h + 1]
+        out[f"rollout_error_{h}"] = 100 * _geomean(rollout_error(pred[:, 1:h + 1], true, clamp=1e-12))
+        const = states[:, :1].expand_as(true)
+        out[f"constant_error_{h}"] = 100 * _geomean(rollout_error(const, true, clamp=1e-12))
+    out["rollout_error"] = float(np.mean([out[f"rollout_error_{h}"] for h in horizons]))
+    out["constant_error"] = float(np.mean([out[f"constant_error_{h}"] for h in horizons]))
+    gs = group_elements(preset.group, test.episodes, seed=seed)
+    Rx = torch.as_tensor(np.stack([preset.state_rep.rho(g) for g in gs]), dtype=dtype)
+    Ru = torch.as_tensor(np.stack([preset.action_rep.rho(g) for g in gs]), dtype=dtype)
+    moved = _finite(model_rollout(model, torch.einsum("nij,nj->ni", Rx, states[:, 0]),
+                                  torch.einsum("nij,ntj->nti", Ru, actions[:, :longest])))
+    out["equivariance_error"] = 100 * _geomean(rollout_error(moved[:, 1:], torch.einsum("nij,ntj->nti", Rx,
+                                                                                           pred[:, 1:]), clamp=1e-12))
+    model.train()
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def cached_rollouts(name: str, episodes: int, steps: int, seed: int) -> Rollouts:
+    """:func:`collect_rollouts` of the preset ``name``, kept for the runs of one process that share it."""
+    from symkit.rl.presets import preset
+
+    return collect_rollouts(preset(name), episodes, steps, seed)

@@ -114,3 +114,29 @@ def test_cifar10_is_read_straight_from_the_published_archive(tmp_path):
     (tmp_path / "cifar-10-binary.tar.gz").write_bytes(b"not an archive")
     with pytest.raises(ValueError, match="cifar-10-binary.tar.gz: not a readable tar.gz archive"):
         load_cifar10(tmp_path, "test")
+
+
+def test_load_images_reads_each_source_from_the_data_folder_and_resizes(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    from tiny_files import write_tiny_data
+
+    from symkit.datasets.sources import IMAGE_SOURCES, load_images
+
+    write_tiny_data(tmp_path, n_train=20, n_test=10)
+    with runtime.using(runtime.RunSettings(data_dir=str(tmp_path))):
+        shapes = {s: tuple(load_images(s, "train", size=14, limit=5)[0].shape) for s in IMAGE_SOURCES}
+        x, y = load_images("mnist", "test")
+    assert shapes == {"digits": (5, 1, 14, 14), "mnist": (5, 1, 14, 14), "fashion-mnist": (5, 1, 14, 14),
+                      "cifar10": (5, 3, 14, 14), "image-folder": (5, 3, 14, 14)}
+    assert x.shape == (10, 1, 28, 28) and y.shape == (10,) and x.dtype == torch.float32
+    # area averaging: a 28x28 image halved is the mean of each 2x2 block
+    from symkit.datasets.sources import resize_images
+
+    assert torch.allclose(resize_images(x, 14), x.reshape(10, 1, 14, 2, 14, 2).mean((3, 5)))
+    with pytest.raises(ValueError, match="one split"):
+        load_images("digits", "test")
+    with pytest.raises(ValueError, match="image source must be one of"):
+        load_images("imagenet")

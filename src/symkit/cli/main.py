@@ -196,8 +196,9 @@ def reproduce(
         if both:
             raise UsageError(f"{', '.join(both)} given with both --set and --sweep; use one of them per setting")
         overrides.update(swept)
-        specs = plan(exp, quick=quick, scale=scale, seeds=parse_seeds(seeds) if seeds else None,
-                     settings=overrides, run_settings=run_settings)
+        with runtime.using(run_settings):  # configs that check their data files look in --data-dir
+            specs = plan(exp, quick=quick, scale=scale, seeds=parse_seeds(seeds) if seeds else None,
+                         settings=overrides, run_settings=run_settings)
         if smoke:
             _smoke(specs[0])
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import ray  # noqa: E402  (the ray extra is part of the test install)
@@ -39,3 +40,55 @@ def test_ray_stores_the_same_results_as_local(toy, tmp_path, local_ray):
     failed = remote.runs(toy.name, status="failed")
     assert all("toy failure on purpose (seed 2)" in r.error for r in failed)
     assert ray.is_initialized()  # an instance the caller started is left running
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ray_cluster(tmp_path):
+    """A Ray cluster started the way a user starts one (``ray start --head``) with two worker slots; its workers
+    can import the toy experiment. Stopped (``ray stop``) afterwards."""
+    import shutil
+    import subprocess
+    import sys
+
+    from symkit_cli_helpers import cli_env
+
+    ray_cmd = shutil.which("ray", path=str(Path(sys.executable).parent))
+    assert ray_cmd is not None, "the ray extra installs the ray command beside python"
+    env = cli_env(RAY_USAGE_STATS_ENABLED="0")
+    address = f"127.0.0.1:{_free_port()}"
+    start = subprocess.run([ray_cmd, "start", "--head", f"--port={address.split(':')[1]}", "--num-cpus=2",
+                            "--include-dashboard=false", "--disable-usage-stats"],
+                           env=env, capture_output=True, text=True, timeout=180)
+    assert start.returncode == 0, start.stdout + start.stderr
+    try:
+        yield address, env
+    finally:
+        subprocess.run([ray_cmd, "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def test_a_sweep_on_a_ray_cluster_started_with_ray_start_stores_what_the_local_executor_stores(tmp_path, ray_cluster):
+    from symkit_cli_helpers import run_symkit
+
+    address, env = ray_cluster
+    local, remote = tmp_path / "local.db", tmp_path / "cluster.db"
+    common = ["--quick", "--seeds", "0-2", "--set", "fail_seed=2"]
+    assert run_symkit("reproduce", "cli-toy", *common, "--store", str(local)).returncode == 1  # a failed run: exit 1
+    done = run_symkit("reproduce", "cli-toy", *common, "--executor", "ray", "--ray-address", address,
+                      "--store", str(remote), timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "6 runs in the sweep; 0 already stored, ran 6 (2 failed)" in output
+
+    def table(path):
+        return {(r.config_hash, r.seed): (r.config, r.metrics, r.status) for r in Store(path).runs("cli-toy")}
+
+    assert table(remote) == table(local) and len(table(local)) == 6
+    hosts = {r.host for r in Store(remote).runs("cli-toy")}
+    assert hosts and all(hosts)  # every run names the node that ran it

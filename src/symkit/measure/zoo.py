@@ -70,6 +70,10 @@ LEAF_NAMES = frozenset({
 })
 
 
+#: summed layer-wise EQ-T errors at or below this are rounding (float32 layers that commute with the shifts)
+EXACT_EQT = 1e-10
+
+
 # ------------------------------------------------------------------------------------------------ small models
 class BlurPool2d(nn.Module):
     """Anti-aliased stride-2 subsampling (Zhang 2019): a fixed binomial ``[1, 2, 1]^2 / 16`` low-pass filter per
@@ -380,8 +384,9 @@ class ZooReport:
             if r is not None and len(r.names):
                 out[f"{key}_total"] = float(r.errors.sum())
                 top = int(r.errors.argmax())
-                out[f"{key}_top"] = r.names[top]
-                out[f"{key}_top_frac"] = float(r.fractions[top])
+                exact = float(r.errors.sum()) <= EXACT_EQT  # every layer commutes with the shifts: no top layer
+                out[f"{key}_top"] = "none" if exact else r.names[top]
+                out[f"{key}_top_frac"] = 0.0 if exact else float(r.fractions[top])
         out.update({f"seconds_{k}": v for k, v in self.seconds.items()})
         return out
 

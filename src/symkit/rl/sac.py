@@ -1,0 +1,346 @@
+"""Soft Actor-Critic with RPP-EMLP actor and critic on MuJoCo locomotion (thesis Sec. 3.6.1, A.2.2, A.2.3.3).
+
+SAC itself is stable-baselines3's (learned temperature, stochastic squashed-Gaussian policy, two critics with
+target networks): a maintained, tested implementation that takes custom networks. :class:`SymmetricSACPolicy`
+swaps its networks for symkit's: the actor maps the state rep to the action rep (mean) plus the rep of the action
+magnitudes (log standard deviation, :attr:`~symkit.rl.presets.LocomotionPreset.action_scale_rep`), each critic maps
+``state rep + action rep`` to a scalar (Table A.10). ``kind`` picks the network family for both: ``"rpp"`` (the
+thesis's RPP-EMLP), ``"emlp"`` (exactly equivariant) or ``"mlp"`` (the baseline, swish, same widths). The
+observation is put into the rep's layout by :class:`PresetFeatures`, actions in and out of the networks are
+reordered, so the environment sees its own order.
+
+What follows the thesis: RPP in both policy and Q-function (A.2.2: an RPP policy against an MLP critic would fit the
+critic's non-equivariant parts), the last policy layer initialised 100x smaller for every model (Andrychowicz et al.
+2020), Adam betas (0.5, 0.999) for the RPP's optimisers, the critic target speeds of Table A.9 (``tau``; 0.005 for
+the baseline and where the table has none), the reference code's SAC settings (learning rate 3e-4, two hidden
+layers of 256, discount 0.99, initial temperature 1, batch 256, updates from step 10^4). The RPP prior is a weight
+decay per path (``equivariant_wd``, ``basic_wd``: the loss gains ``wd |w|^2``, the reference code's flags, whose
+``basic_wd`` defaults to 1e-6); the reference code's gradient clipping at 0.5 is not available in stable-baselines3
+and is left out.
+
+:func:`train_sac` adds symkit's progress bar, deterministic evaluations every ``eval_every`` steps (the learning
+curve) and checkpoints (model, replay buffer and curve, written atomically every ``checkpoint_every`` steps): a run
+stopped at any point resumes from its last checkpoint with the same replay buffer, optimiser state and step count.
+The environment's internal random state is not part of a checkpoint, so a resumed run follows a different (equally
+valid) trajectory from an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3 import SAC
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.policies import ContinuousCritic
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.sac.policies import Actor, SACPolicy
+from torch import nn
+
+from symkit.nn import EMLP, MLP, RPPEMLP
+from symkit.nn.rpp import RPPGatedNonlinearity, RPPLinear
+from symkit.progress import progress_bar
+from symkit.reps import Scalar
+from symkit.rl.presets import LocomotionPreset, preset
+from symkit.rl.transitions import hidden_rep, scale_last_layer
+
+__all__ = ["KINDS", "BASELINE_TAU", "PresetFeatures", "SymmetricSACPolicy", "SACResult", "make_sac", "train_sac",
+           "critic_tau", "area_under_curve"]
+
+KINDS = ("mlp", "emlp", "rpp")
+BASELINE_TAU = 0.005  # Table A.9, every baseline
+RPP_BETAS = (0.5, 0.999)
+
+
+def critic_tau(p: LocomotionPreset, kind: str) -> float:
+    """The critic target's moving-average speed of Table A.9: the RPP row for ``kind="rpp"`` (0.005 where it has
+    none), 0.005 otherwise."""
+    return p.tau_rpp if kind == "rpp" and p.tau_rpp is not None else BASELINE_TAU
+
+
+class PresetFeatures(BaseFeaturesExtractor):
+    """Raw observations to the preset's state layout (Humanoid's quaternion to its rotation matrix, Walker2d's and
+    Ant's regrouping), as torch operations."""
+
+    def __init__(self, observation_space: spaces.Box, preset_name: str) -> None:
+        p = preset(preset_name)
+        super().__init__(observation_space, features_dim=p.state_size)
+        self.quaternion = p.quaternion
+        order = p.state_order if p.state_order is not None else range(p.state_size)
+        self.register_buffer("order", torch.as_tensor(list(order), dtype=torch.long), persistent=False)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.quaternion is not None:
+            i = self.quaternion
+            q = obs[..., i:i + 4] / obs[..., i:i + 4].norm(dim=-1, keepdim=True).clamp_min(1e-12)
+            w, x, y, z = q.unbind(-1)
+            rot = torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+                               2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+                               2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1)
+            obs = torch.cat([obs[..., :i], rot, obs[..., i + 4:]], -1)
+        return obs.index_select(-1, self.order)
+
+
+def _network(kind: str, p: LocomotionPreset, rep_in: Any, rep_out: Any, ch: int, num_layers: int) -> nn.Module:
+    if kind == "mlp":
+        return MLP(rep_in.size, rep_out.size, ch=ch, num_layers=num_layers)
+    cls = EMLP if kind == "emlp" else RPPEMLP
+    return cls(rep_in, rep_out, p.group, ch=hidden_rep(p.group, ch), num_layers=num_layers)
+
+
+class _Select(nn.Module):
+    """Entries ``index`` of the last axis (one head of the actor's output, in the environment's action order)."""
+
+    def __init__(self, index: list[int]) -> None:
+        super().__init__()
+        self.register_buffer("index", torch.as_tensor(index, dtype=torch.long), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.index_select(-1, self.index)
+
+
+class _QNet(nn.Module):
+    """``Q([state, action in the environment's order])``: reorders the action into the rep's layout first."""
+
+    def __init__(self, net: nn.Module, state_size: int, action_order: list[int]) -> None:
+        super().__init__()
+        self.net, self.state_size = net, state_size
+        self.register_buffer("order", torch.as_tensor(action_order, dtype=torch.long), persistent=False)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        s = self.state_size
+        return self.net(torch.cat([z[..., :s], z[..., s:].index_select(-1, self.order)], -1))
+
+
+class SymmetricActor(Actor):
+    """SAC's actor with one network ``state rep -> action rep + action scale rep`` (mean, log std)."""
+
+    def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, head_scale: float,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        p = preset(preset_name)
+        da = p.action_size
+        net = _network(kind, p, p.state_rep, p.action_rep + p.action_scale_rep, ch, num_layers)
+        self.latent_pi = scale_last_layer(net, head_scale)
+        order = list(p.action_order) if p.action_order is not None else list(range(da))
+        inverse = list(np.argsort(order))  # rep layout -> environment order
+        self.mu = _Select(inverse)
+        self.log_std = _Select([da + i for i in inverse])
+
+
+class SymmetricCritic(ContinuousCritic):
+    """SAC's ``n_critics`` Q-functions, each a network ``state rep + action rep -> Scalar``."""
+
+    def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        p = preset(preset_name)
+        order = list(p.action_order) if p.action_order is not None else list(range(p.action_size))
+        self.q_networks = []
+        for idx in range(self.n_critics):
+            q = _QNet(_network(kind, p, p.state_rep + p.action_rep, Scalar, ch, num_layers), p.state_size, order)
+            self.add_module(f"qf{idx}", q)
+            self.q_networks.append(q)
+
+
+def _rpp_groups(module: nn.Module, equivariant_wd: float, basic_wd: float) -> list[dict[str, Any]]:
+    """Optimiser parameter groups: the RPP layers' equivariant and flexible weights with their decays (Adam's
+    ``weight_decay = 2 wd``: the gradient of ``wd |w|^2``), everything else undecayed."""
+    equivariant, basic = [], []
+    for m in module.modules():
+        if isinstance(m, RPPLinear):
+            equivariant += list(m.equivariant.weight_basis.parameters())
+            basic.append(m.basic.weight)
+        elif isinstance(m, RPPGatedNonlinearity):
+            basic.append(m.basic)
+    seen = {id(q) for q in equivariant + basic}
+    rest = [q for q in module.parameters() if id(q) not in seen]
+    groups = [{"params": rest, "weight_decay": 0.0}]
+    if equivariant:
+        groups.append({"params": equivariant, "weight_decay": 2 * equivariant_wd})
+    if basic:
+        groups.append({"params": basic, "weight_decay": 2 * basic_wd})
+    return groups
+
+
+class SymmetricSACPolicy(SACPolicy):
+    """stable-baselines3's SAC policy with symkit networks for the actor and the critics (module docstring).
+    ``preset_name``: a :data:`~symkit.rl.presets.PRESETS` name; ``kind``: ``"mlp"``, ``"emlp"`` or ``"rpp"``."""
+
+    def __init__(self, *args: Any, preset_name: str = "Hopper", kind: str = "rpp", ch: int = 256,
+                 num_layers: int = 2, head_scale: float = 0.01, equivariant_wd: float = 0.0,
+                 basic_wd: float = 1e-6, **kwargs: Any) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        self.symkit_kwargs = {"preset_name": preset(preset_name).name, "kind": kind, "ch": ch,
+                              "num_layers": num_layers}
+        self.head_scale, self.equivariant_wd, self.basic_wd = head_scale, equivariant_wd, basic_wd
+        kwargs.setdefault("features_extractor_class", PresetFeatures)
+        kwargs.setdefault("features_extractor_kwargs", {"preset_name": self.symkit_kwargs["preset_name"]})
+        super().__init__(*args, **kwargs)
+
+    def _build(self, lr_schedule: Any) -> None:
+        super()._build(lr_schedule)
+        for net in (self.actor, self.critic):  # the same optimiser class and settings, with the RPP's decays
+            net.optimizer = self.optimizer_class(_rpp_groups(net, self.equivariant_wd, self.basic_wd),
+                                                 lr=lr_schedule(1), **self.optimizer_kwargs)
+
+    def make_actor(self, features_extractor: BaseFeaturesExtractor | None = None) -> Actor:
+        kwargs = self._update_features_extractor(self.actor_kwargs, features_extractor)
+        return SymmetricActor(**kwargs, **self.symkit_kwargs, head_scale=self.head_scale).to(self.device)
+
+    def make_critic(self, features_extractor: BaseFeaturesExtractor | None = None) -> ContinuousCritic:
+        kwargs = self._update_features_extractor(self.critic_kwargs, features_extractor)
+        return SymmetricCritic(**kwargs, **self.symkit_kwargs).to(self.device)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data.update(self.symkit_kwargs, head_scale=self.head_scale, equivariant_wd=self.equivariant_wd,
+                    basic_wd=self.basic_wd)
+        return data
+
+
+def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int = 256, num_layers: int = 2,
+             learning_starts: int = 10_000, batch_size: int = 256, buffer_size: int = 1_000_000, lr: float = 3e-4,
+             tau: float | None = None, equivariant_wd: float = 0.0, basic_wd: float = 1e-6) -> SAC:
+    """An SB3 ``SAC`` with :class:`SymmetricSACPolicy` and the thesis's settings (module docstring); ``tau=None``
+    takes Table A.9's (:func:`critic_tau`)."""
+    policy_kwargs: dict[str, Any] = {"preset_name": p.name, "kind": kind, "ch": ch, "num_layers": num_layers,
+                                     "equivariant_wd": equivariant_wd, "basic_wd": basic_wd}
+    if kind == "rpp":
+        policy_kwargs["optimizer_kwargs"] = {"betas": RPP_BETAS}
+    return SAC(SymmetricSACPolicy, env, learning_rate=lr, buffer_size=buffer_size, learning_starts=learning_starts,
+               batch_size=batch_size, tau=critic_tau(p, kind) if tau is None else tau, gamma=0.99,
+               ent_coef="auto_1.0", policy_kwargs=policy_kwargs, seed=seed, device="cpu", verbose=0)
+
+
+@dataclass
+class SACResult:
+    """A run's learning curve: ``steps[i]`` environment steps gave a mean deterministic return ``returns[i]`` over
+    the evaluation episodes; ``train_returns`` are the returns of the training episodes as they ended."""
+
+    steps: list[int] = field(default_factory=list)
+    returns: list[float] = field(default_factory=list)
+    train_returns: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    resumed_from: int = 0
+    model: Any = None
+
+
+def _atomic_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+class _Callback(BaseCallback):
+    """Progress bar, periodic evaluation and checkpoints."""
+
+    def __init__(self, result: SACResult, total: int, eval_env: Any, eval_every: int, eval_episodes: int,
+                 checkpoint: Path | None, checkpoint_every: int, desc: str) -> None:
+        super().__init__()
+        self.result, self.total, self.eval_env = result, total, eval_env
+        self.eval_every, self.eval_episodes = eval_every, eval_episodes
+        self.checkpoint, self.checkpoint_every, self.desc = checkpoint, checkpoint_every, desc
+        self.start = time.perf_counter()
+
+    def _on_training_start(self) -> None:
+        self.bar = progress_bar(desc=self.desc, total=self.total, initial=self.num_timesteps)
+        if self.num_timesteps == 0:
+            self._evaluate()  # the untrained policy: the curve's first point
+
+    def _evaluate(self) -> None:
+        mean, _ = evaluate_policy(self.model, self.eval_env, n_eval_episodes=self.eval_episodes, deterministic=True)
+        self.result.steps.append(int(self.num_timesteps))
+        self.result.returns.append(float(mean))
+        self.bar.set_postfix(eval_return=f"{mean:.1f}")
+
+    def save(self) -> None:
+        if self.checkpoint is None:
+            return
+        self.checkpoint.mkdir(parents=True, exist_ok=True)
+        self.model.save(self.checkpoint / "sac.tmp.zip")
+        os.replace(self.checkpoint / "sac.tmp.zip", self.checkpoint / "sac.zip")
+        self.model.save_replay_buffer(self.checkpoint / "replay.tmp.pkl")
+        os.replace(self.checkpoint / "replay.tmp.pkl", self.checkpoint / "replay.pkl")
+        seconds = self.result.seconds + time.perf_counter() - self.start
+        _atomic_json(self.checkpoint / "curve.json", {"steps": self.result.steps, "returns": self.result.returns,
+                                                      "train_returns": self.result.train_returns,
+                                                      "seconds": seconds, "num_timesteps": int(self.num_timesteps)})
+
+    def _on_step(self) -> bool:
+        self.bar.update(1)
+        for info in self.locals.get("infos", []):
+            if "episode" in info:
+                self.result.train_returns.append(float(info["episode"]["r"]))
+        t = self.num_timesteps
+        if t % self.eval_every == 0 or t == self.total:
+            self._evaluate()
+        if t % self.checkpoint_every == 0 and t < self.total:
+            self.save()
+        return True
+
+    def _on_training_end(self) -> None:
+        self.bar.close()
+
+
+def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval_every: int = 10_000,
+              eval_episodes: int = 10, checkpoint_dir: str | os.PathLike | None = None,
+              checkpoint_every: int = 50_000, keep_replay: bool = False, **sac_kwargs: Any) -> SACResult:
+    """Train SAC with ``kind`` networks for ``steps`` environment steps on the preset's environment (its standard
+    task, termination included); evaluate the deterministic policy over ``eval_episodes`` episodes every
+    ``eval_every`` steps and at the end. With ``checkpoint_dir`` the run saves itself every ``checkpoint_every``
+    steps and resumes from there; the finished run keeps its model (``sac.zip``) and curve (``curve.json``) and
+    deletes its replay buffer unless ``keep_replay``. ``sac_kwargs`` go to :func:`make_sac`."""
+    from stable_baselines3.common.monitor import Monitor
+
+    if steps < 1 or eval_every < 1 or checkpoint_every < 1:
+        raise ValueError(f"train_sac: steps, eval_every and checkpoint_every must be >= 1, got {steps}, "
+                         f"{eval_every}, {checkpoint_every}")
+    env = Monitor(p.make_env())
+    eval_env = Monitor(p.make_env())
+    eval_env.reset(seed=seed + 10_000)
+    result = SACResult()
+    ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
+    model = None
+    if ckpt is not None and (ckpt / "sac.zip").exists() and (ckpt / "curve.json").exists():
+        curve = json.loads((ckpt / "curve.json").read_text())
+        finished = int(curve["num_timesteps"]) >= steps
+        if finished or (ckpt / "replay.pkl").exists():
+            model = SAC.load(ckpt / "sac.zip", env=env, device="cpu")
+            if not finished:
+                model.load_replay_buffer(ckpt / "replay.pkl")
+            result.steps, result.returns = list(curve["steps"]), list(curve["returns"])
+            result.train_returns, result.seconds = list(curve["train_returns"]), float(curve["seconds"])
+            result.resumed_from = int(model.num_timesteps)
+    if model is None:
+        model = make_sac(p, kind, env, seed=seed, **sac_kwargs)
+    callback = _Callback(result, steps, eval_env, eval_every, eval_episodes, ckpt, checkpoint_every,
+                         f"SAC {p.name}/{kind}")
+    remaining = steps - int(model.num_timesteps)
+    if remaining > 0:
+        model.learn(remaining, callback=callback, reset_num_timesteps=result.resumed_from == 0)
+        result.seconds += time.perf_counter() - callback.start
+        if ckpt is not None:
+            callback.save()
+        if not keep_replay:
+            (ckpt / "replay.pkl").unlink(missing_ok=True)
+    env.close()
+    eval_env.close()
+    result.model = model
+    return result
+
+
+def area_under_curve(result: SACResult) -> float:
+    """The mean evaluation return over the curve (trapezoids over steps): a learning curve's data efficiency."""
+    if len(result.steps) < 2:
+        return float(result.returns[-1]) if result.returns else math.nan
+    return float(np.trapezoid(result.returns, result.steps) / (result.steps[-1] - result.steps[0]))

@@ -1,0 +1,39 @@
+"""rl-sac (thesis Sec. 3.6.1, Figure 3.4) at its quick size: 600 steps of Hopper, updates from step 300, 64
+channels; about 10 s for the RPP. It checks the set-up (curve, Table A.9's speed, checkpoint), not learning."""
+
+import math
+
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+from symkit.experiments import get_experiment  # noqa: E402
+from symkit.experiments.rl_sac import checkpoint_dir, figures  # noqa: E402
+
+
+def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
+    exp = get_experiment("rl-sac")
+    config = exp.make_config(quick=True, model="rpp", env="Walker2d")
+    out = exp.run(config)
+    assert out["curve_steps"] == [0, 300, 600] and all(math.isfinite(r) for r in out["curve_returns"])
+    assert out["final_return"] == out["curve_returns"][-1] and out["tau"] == 0.004  # Table A.9, Walker2d
+    assert out["train_episodes"] >= 1 and out["resumed_from"] == 0
+    folder = checkpoint_dir(config)
+    assert folder.parent == tmp_path / "rl-sac" and (folder / "sac.zip").exists()
+    again = exp.run(config)  # a finished run is not trained again
+    assert again["resumed_from"] == 600 and again["curve_returns"] == out["curve_returns"]
+    runs = [{"config": {"env": "Walker2d", "model": m}, "seed": 0, "metrics": out} for m in ("rpp", "mlp")]
+    (path,) = figures(runs, tmp_path / "report")
+    assert path.exists() and path.stat().st_size > 1000
+
+
+def test_the_config_checks():
+    exp = get_experiment("rl-sac")
+    assert exp.make_config().steps == 1_000_000 and exp.make_config().learning_starts == 10_000
+    with pytest.raises(ValueError, match="model must be one of"):
+        exp.check_config(exp.make_config(quick=True, model="cnn"))
+    with pytest.raises(ValueError, match="learning_starts"):
+        exp.check_config(exp.make_config(quick=True, steps=100))
+    with pytest.raises(ValueError, match="no preset"):
+        exp.check_config(exp.make_config(quick=True, env="Pong"))

@@ -1,0 +1,87 @@
+"""SAC with symkit networks (symkit.rl.sac): the EMLP actor and critics are equivariant in the environment's own
+observation and action order, the RPP gets its optimiser settings and Table A.9's critic speeds, and a run resumes
+from its checkpoint."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("stable_baselines3")
+
+from stable_baselines3.common.monitor import Monitor  # noqa: E402
+
+from symkit.rl import PRESETS  # noqa: E402
+from symkit.rl.sac import critic_tau, make_sac, train_sac  # noqa: E402
+from symkit.rl.transitions import group_elements  # noqa: E402
+
+
+def _sac(name, kind, **kw):
+    p = PRESETS[name]
+    return p, make_sac(p, kind, Monitor(p.make_env()), ch=32, buffer_size=1000, learning_starts=100, **kw)
+
+
+@pytest.mark.parametrize("name", ["Walker2d", "Swimmer", "Ant"])
+def test_the_emlp_actor_and_critics_are_equivariant_in_the_environments_order(name):
+    p, model = _sac(name, "emlp")
+    policy = model.policy
+    env = p.make_env()
+    obs = np.stack([env.reset(seed=s)[0] for s in range(6)])
+    for _ in range(3):  # move away from the reset pose
+        obs = np.stack([env.step(env.action_space.sample())[0] for _ in range(6)])
+    a = np.random.default_rng(0).uniform(-1, 1, (6, p.action_size))
+    with torch.no_grad():
+        for g in group_elements(p.group, 2, seed=3):
+            g_obs = p.raw_observation(p.features(obs) @ p.state_rep.rho(g).T)
+            g_a = p.raw_action(p.action_features(a) @ p.action_rep.rho(g).T)
+            mean, log_std, _ = policy.actor.get_action_dist_params(torch.as_tensor(obs, dtype=torch.float32))
+            g_mean, g_log_std, _ = policy.actor.get_action_dist_params(torch.as_tensor(g_obs, dtype=torch.float32))
+            np.testing.assert_allclose(
+                g_mean.numpy(), p.raw_action(p.action_features(mean.numpy()) @ p.action_rep.rho(g).T), atol=1e-5)
+            np.testing.assert_allclose(
+                g_log_std.numpy(),
+                p.raw_action(p.action_features(log_std.numpy()) @ p.action_scale_rep.rho(g).T), atol=1e-5)
+            q = policy.critic(torch.as_tensor(obs, dtype=torch.float32), torch.as_tensor(a, dtype=torch.float32))
+            gq = policy.critic(torch.as_tensor(g_obs, dtype=torch.float32),
+                               torch.as_tensor(g_a, dtype=torch.float32))
+            for q1, q2 in zip(q, gq):
+                np.testing.assert_allclose(q1.numpy(), q2.numpy(), rtol=1e-4, atol=1e-5)
+            assert not torch.allclose(q[0], q[0].mean())  # the critic depends on its input
+    env.close()
+
+
+def test_the_rpp_optimisers_speeds_and_small_first_policies():
+    p, rpp = _sac("Walker2d", "rpp", basic_wd=1e-3, equivariant_wd=1e-5)
+    for opt in (rpp.policy.actor.optimizer, rpp.policy.critic.optimizer):
+        assert all(g["betas"] == (0.5, 0.999) for g in opt.param_groups)
+        assert sorted(g["weight_decay"] for g in opt.param_groups) == [0.0, 2e-5, 2e-3]
+        assert sum(len(g["params"]) for g in opt.param_groups) == len({id(q) for g in opt.param_groups
+                                                                       for q in g["params"]})
+    assert rpp.tau == 0.004
+    _, mlp = _sac("Walker2d", "mlp")
+    assert mlp.tau == 0.005 and len(mlp.policy.actor.optimizer.param_groups) == 1
+    assert mlp.policy.actor.optimizer.param_groups[0]["betas"] == (0.9, 0.999)
+    obs = torch.as_tensor(np.stack([p.make_env().reset(seed=s)[0] for s in range(4)]), dtype=torch.float32)
+    for model in (rpp, mlp):  # the last policy layer starts 100x smaller: near-zero means
+        mean, _, _ = model.policy.actor.get_action_dist_params(obs)
+        assert mean.abs().max() < 0.05
+    assert {n: critic_tau(q, "rpp") for n, q in PRESETS.items()} == {
+        "Hopper": 0.005, "Swimmer": 0.004, "HalfCheetah": 0.005, "Walker2d": 0.004, "Ant": 0.005, "Humanoid": 0.005}
+    assert critic_tau(PRESETS["Swimmer"], "mlp") == 0.005
+
+
+def test_a_run_resumes_from_its_checkpoint(tmp_path):
+    p = PRESETS["Hopper"]  # short evaluation episodes: an untrained hopper falls
+    kw = dict(seed=1, eval_every=100, eval_episodes=1, checkpoint_dir=tmp_path, checkpoint_every=100, ch=16,
+              learning_starts=100, batch_size=32, buffer_size=1000)
+    first = train_sac(p, "rpp", 200, keep_replay=True, **kw)
+    assert first.steps == [0, 100, 200] and first.resumed_from == 0
+    assert sorted(os.listdir(tmp_path)) == ["curve.json", "replay.pkl", "sac.zip"]
+    second = train_sac(p, "rpp", 300, **kw)  # a longer run with the same checkpoint goes on from step 200
+    assert second.resumed_from == 200 and second.steps == [0, 100, 200, 300]
+    assert second.returns[:3] == first.returns and second.model.num_timesteps == 300
+    assert second.model.replay_buffer.size() == 300
+    assert sorted(os.listdir(tmp_path)) == ["curve.json", "sac.zip"]  # a finished run drops its replay buffer
+    again = train_sac(p, "rpp", 300, **kw)  # finished: nothing to train, the stored curve comes back
+    assert again.returns == second.returns and again.resumed_from == 300

@@ -17,7 +17,7 @@ def test_the_quick_transition_models_learn():
     assert all(r["constant_error"] == constant for r in (*runs.values(), untrained))  # the same test windows
     for m in ("mlp", "rpp"):
         assert runs[m]["finite"] == 1.0
-        assert runs[m]["rollout_error"] < 0.7 * constant, (m, runs[m], constant)
+        assert runs[m]["rollout_error"] < 0.75 * constant, (m, runs[m], constant)  # measured 0.65 and 0.56
         assert runs[m]["rollout_error_100"] < runs[m]["constant_error_100"]
     assert untrained["rollout_error"] > 0.9 * constant  # the margin is not reached without training
     assert runs["emlp"]["rollout_error"] < constant  # Hopper's flip is only approximate: the EMLP learns less

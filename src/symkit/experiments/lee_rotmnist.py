@@ -226,7 +226,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
         m, c = r["mean"], r["config"]
         name = "ViT, MAE-pretrained, fine-tuned" if c.get("init") == "mae" else "ViT from scratch"
         lines.append(f"| {name} (ours) | {fmt(m.get('test_error_pct'))} | {fmt(m.get('constant_test_error_pct'))} "
-                     f"| {fmt(m.get('lee_rotate'))} | {c.get('data')}, {m.get('n_train', '-')} train |")
+                     f"| {fmt(m.get('lee_rotate'))} | {c.get('data')}, {int(m.get('n_train', 0))} train |")
     for name, value in TABLE_4_1.items():
         lines.append(f"| {name} (Table 4.1) | {value} | | | RotMNIST |")
     return "\n".join(lines)

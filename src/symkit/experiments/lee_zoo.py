@@ -38,7 +38,7 @@ from symkit.actions.flows import TRANSFORM_NAMES, translate_pixels
 from symkit.experiments.fields import Count, CountOrZero, Fraction, Positive, Seed
 from symkit.experiments.lee_trends import CATEGORIES, category
 from symkit.experiments.registry import Experiment, Plot, register
-from symkit.measure.zoo import ZOO, evaluate_model, load_model, parse_spec, top1_accuracy
+from symkit.measure.zoo import ZOO, evaluate_model, load_model, parse_spec
 from symkit.train import Trainer
 
 DATA = ("folder", "mnist", "cifar10", "digits", "synthetic")
@@ -129,13 +129,14 @@ def _fit_size(x: Tensor, size: int, channels: int) -> Tensor:
 
 @dataclass
 class ZooData:
-    """Measured images and labels, training images (None: none available) and the number of classes."""
+    """The images LEE and EQ-T are measured on (at the run's size), what accuracy is measured on (the folder's
+    ``(path, label)`` list, or images and labels resized batch by batch), training images (None: none) and the
+    number of classes."""
 
     x: Tensor
-    y: Tensor
+    accuracy_on: list | tuple[Tensor, Tensor]
     train: tuple[Tensor, Tensor] | None
     num_classes: int
-    accuracy_files: list | None = None  # folder data: (path, label) of the images accuracy is measured on
 
 
 def load_data(config: LEEZooConfig, need_train: bool) -> ZooData:
@@ -156,16 +157,15 @@ def load_data(config: LEEZooConfig, need_train: bool) -> ZooData:
             if tclasses != classes:
                 raise ValueError(f"the {config.train_split!r} and {config.split!r} folders have different classes")
             train = (_fit_size(xt, size, ch), yt)
-        return ZooData(_fit_size(x, size, ch), y, train, len(classes), files)
+        return ZooData(_fit_size(x, size, ch), files, train, len(classes))
     if config.data in ("mnist", "cifar10"):
         if config.data == "mnist":
             from symkit.datasets.mnist import load_mnist as loader
         else:
             from symkit.datasets.cifar import load_cifar10 as loader
         x, y = loader(None, "test")
-        acc = config.acc_images or len(y)
-        keep = _spread(len(y), max(acc, n))
-        x, y = _fit_size(x[keep], size, ch), y[keep]
+        keep = _spread(len(y), config.acc_images or len(y))
+        x, y = x[keep], y[keep]
         train = None
         if need_train:
             xt, yt = loader(None, "train")
@@ -173,7 +173,7 @@ def load_data(config: LEEZooConfig, need_train: bool) -> ZooData:
                 idx = torch.randperm(len(yt), generator=torch.Generator().manual_seed(config.seed))
                 xt, yt = xt[idx[: config.train_images]], yt[idx[: config.train_images]]
             train = (_fit_size(xt, size, ch), yt)
-        return ZooData(x, y, train, 10)
+        return ZooData(_fit_size(x[:n], size, ch), (x, y), train, 10)
     if config.data == "digits":
         from symkit.datasets.digits import load_digits_images
 
@@ -188,7 +188,7 @@ def load_data(config: LEEZooConfig, need_train: bool) -> ZooData:
     test, rest = perm[:n_test], perm[n_test:]
     if config.train_images:
         rest = rest[: config.train_images]
-    return ZooData(images[test], labels[test], (images[rest], labels[rest]), 10)
+    return ZooData(images[test[:n]], (images[test], labels[test]), (images[rest], labels[rest]), 10)
 
 
 def _spread(total: int, k: int) -> list[int]:
@@ -199,19 +199,25 @@ def _spread(total: int, k: int) -> list[int]:
     return [int(i) for i in np.linspace(0, total - 1, k).round().astype(int)]
 
 
-def _folder_accuracy(model: nn.Module, files: list, config: LEEZooConfig, dtype: torch.dtype,
-                     device: torch.device) -> float:
-    from symkit.datasets.images import load_image
-
+def _accuracy(model: nn.Module, on: list | tuple[Tensor, Tensor], config: LEEZooConfig, dtype: torch.dtype,
+              device: torch.device) -> float:
+    """Top-1 accuracy over the images of a folder's ``(path, label)`` list or over ``(images, labels)``, read (or
+    resized) one batch at a time, so a whole test split never sits in memory at the run's image size."""
+    total = len(on) if isinstance(on, list) else len(on[1])
     correct = 0
     with torch.no_grad():
-        for start in range(0, len(files), config.batch_size):
-            chunk = files[start:start + config.batch_size]
-            xb = torch.as_tensor(np.stack([load_image(p, config.image_size) for p, _ in chunk]), dtype=torch.float64)
-            xb = _fit_size(xb / 255.0, config.image_size, config.channels).to(device=device, dtype=dtype)
-            yb = torch.tensor([label for _, label in chunk], device=device)
-            correct += int((model(xb).argmax(1) == yb).sum())
-    return correct / max(len(files), 1)
+        for start in range(0, total, config.batch_size):
+            if isinstance(on, list):
+                from symkit.datasets.images import load_image
+
+                chunk = on[start:start + config.batch_size]
+                xb = torch.as_tensor(np.stack([load_image(p, config.image_size) for p, _ in chunk])) / 255.0
+                yb = torch.tensor([label for _, label in chunk])
+            else:
+                xb, yb = on[0][start:start + config.batch_size], on[1][start:start + config.batch_size]
+            xb = _fit_size(xb.to(torch.float32), config.image_size, config.channels).to(device=device, dtype=dtype)
+            correct += int((model(xb).argmax(1) == yb.to(device)).sum())
+    return correct / max(total, 1)
 
 
 # ------------------------------------------------------------------------------------------------ training
@@ -281,17 +287,11 @@ def run(config: LEEZooConfig) -> dict[str, Any]:
         metrics["n_train"] = len(data.train[1])
     dtype = torch.float64 if config.double else torch.float32
     model = model.to(dtype=dtype).eval()
-    x = data.x.to(device=device, dtype=dtype)
-    y = data.y.to(device)
-    if data.accuracy_files is not None:
-        acc = _folder_accuracy(model, data.accuracy_files, config, dtype, device)
-        metrics["n_accuracy"] = len(data.accuracy_files)
-    else:
-        acc = top1_accuracy(model, x, y, config.batch_size)
-        metrics["n_accuracy"] = len(y)
-    xm = x[: config.n_images]
+    x = data.x[: config.n_images].to(device=device, dtype=dtype)
+    acc = _accuracy(model, data.accuracy_on, config, dtype, device)
+    metrics["n_accuracy"] = len(data.accuracy_on) if isinstance(data.accuracy_on, list) else len(data.accuracy_on[1])
     report = evaluate_model(
-        model, xm, accuracy=acc, transforms=config.transforms, layer_transform=config.layer_transform,
+        model, x, accuracy=acc, transforms=config.transforms, layer_transform=config.layer_transform,
         layer_images=config.layer_images, layer_method=config.layer_method,  # type: ignore[arg-type]
         num_probes=config.num_probes, eqt_shifts=config.eqt_shifts, max_shift=config.max_shift,
         layer_eqt=config.layer_eqt, batch_size=config.batch_size, seed=config.seed)
@@ -302,7 +302,7 @@ def run(config: LEEZooConfig) -> dict[str, Any]:
         for c in CATEGORIES:
             metrics[f"layer_frac_{c}"] = float(sum(float(f) for f, n, k in zip(frac, lw.names, lw.types)
                                                    if category(n, k) == c))
-    metrics["n_images"] = len(xm)
+    metrics["n_images"] = len(x)
     metrics["time_s"] = time.time() - start
     return metrics
 

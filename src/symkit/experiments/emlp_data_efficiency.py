@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from symkit import runtime
 from symkit.datasets.tasks import task
 from symkit.experiments.fields import Count, CountOrZero, Positive, Seed
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
@@ -82,9 +83,10 @@ def run(config: DataEfficiencyConfig) -> dict:
     G = group_of(config.dataset, config.model)
     data = task(config.dataset)
     rep_in, rep_out = data.reps(G)
-    x, y = (t.float() for t in data.generate(config.n_train, seed=3 * config.seed))
-    x_val, y_val = (t.float() for t in data.generate(config.n_val, seed=3 * config.seed + 1))
-    x_test, y_test = (t.float() for t in data.generate(config.n_test, seed=3 * config.seed + 2))
+    device = runtime.device()  # data are generated on the CPU (seeded), then placed with the model
+    x, y = (t.float().to(device) for t in data.generate(config.n_train, seed=3 * config.seed))
+    x_val, y_val = (t.float().to(device) for t in data.generate(config.n_val, seed=3 * config.seed + 1))
+    x_test, y_test = (t.float().to(device) for t in data.generate(config.n_test, seed=3 * config.seed + 2))
     torch.manual_seed(config.seed)
     if config.model.startswith("emlp"):
         core = EMLP(rep_in, rep_out, G, ch=config.ch, num_layers=config.num_layers)
@@ -92,7 +94,7 @@ def run(config: DataEfficiencyConfig) -> dict:
         core = MLP(rep_in.size, rep_out.size, ch=config.ch, num_layers=config.num_layers)
         if config.model == "mlp-aug":
             core = GroupAugmented(core, rep_in, rep_out, G, seed=config.seed)
-    model = Standardize(core, rep_in, rep_out, x, y)
+    model = Standardize(core.to(device), rep_in, rep_out, x, y).to(device)
     epochs = config.epochs or min(900_000 // config.n_train, 1000)
     steps_per_epoch = -(-config.n_train // config.batch_size)
 

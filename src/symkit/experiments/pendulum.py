@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from symkit import runtime
 from symkit.datasets.pendulum import (
     SPRING_FORMS,
     PendulumChunks,
@@ -216,7 +217,7 @@ def run(config: PendulumConfig) -> dict:
     torch.manual_seed(config.seed)
     scale = state_scale(data.train) if config.standardize else None
     dynamics = build_dynamics(config.kind, config.model, config.ch, config.num_layers, input_scale=scale,
-                              dtype=DTYPES[config.dtype])
+                              device=runtime.device(), dtype=DTYPES[config.dtype])
     start = time.perf_counter()
     result = train_dynamics(dynamics, data.train, epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
                             method=config.method, rtol=config.rtol, atol=config.atol,
@@ -227,7 +228,7 @@ def run(config: PendulumConfig) -> dict:
                                 eval_rtol=config.eval_rtol)
     dyn = dynamics.eval()
     with torch.no_grad():
-        z0, times, z = _chunk_tensors(data.val, DTYPES[config.dtype])
+        z0, times, z = (t.to(runtime.device()) for t in _chunk_tensors(data.val, DTYPES[config.dtype]))
         val_mse = float((rollout(dyn, z0, times, rtol=config.eval_rtol) - z).square().mean())
     return {**metrics, "val_mse": val_mse, "train_loss": result.losses[-1], "train_seconds": seconds,
             "seconds_per_epoch": seconds / config.epochs}

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
+from symkit import runtime
 from symkit.datasets.tasks import SymmetricTask, task
 from symkit.experiments.fields import CountOrZero, NonNegative, Positive, Seed
 from symkit.experiments.pendulum import cached_data, evaluate_dynamics, state_scale, train_dynamics
@@ -156,10 +157,11 @@ def run(config: Config) -> dict:
 def _run_regression(config: Config, data: SymmetricTask, G, size: dict[str, int]) -> tuple[dict, torch.nn.Module]:
     """A model of ``data``'s reps for ``G`` fitted to seeded samples by MSE, inputs and outputs ``Standardize``d."""
     rep_in, rep_out = data.reps(G)
-    x_train, y_train = (t.float() for t in data.generate(size["n_train"], seed=2 * config.seed))
-    x_test, y_test = (t.float() for t in data.generate(size["n_test"], seed=2 * config.seed + 1))
-    net = build_model(config.model, rep_in, rep_out, G, size["ch"], size["num_layers"])
-    model = Standardize(net, rep_in, rep_out, x_train, y_train)
+    device = runtime.device()  # seeded data made on the CPU, then placed with the model
+    x_train, y_train = (t.float().to(device) for t in data.generate(size["n_train"], seed=2 * config.seed))
+    x_test, y_test = (t.float().to(device) for t in data.generate(size["n_test"], seed=2 * config.seed + 1))
+    net = build_model(config.model, rep_in, rep_out, G, size["ch"], size["num_layers"]).to(device)
+    model = Standardize(net, rep_in, rep_out, x_train, y_train).to(device)
     Trainer(model, lambda out, y: torch.mean((out - y) ** 2), penalty=_penalty(config), lr=config.lr,
             epochs=size["epochs"], batch_size=size["batch_size"], seed=config.seed,
             desc=f"{config.model}/{config.dataset}/{config.setting}").fit((x_train, y_train))
@@ -172,13 +174,14 @@ def _run_regression(config: Config, data: SymmetricTask, G, size: dict[str, int]
 def _run_pendulum(config: Config, pendulum: SymmetricTask, G, size: dict[str, int]) -> tuple[dict, torch.nn.Module]:
     """A Hamiltonian network ``4 V -> Scalar`` trained through rollouts of the (windy) pendulum's chunks."""
     data = cached_data(size["n_train"], size["n_test"], size["n_test"], config.seed, not pendulum.exact)
-    net = build_model(config.model, 4 * V(G), Scalar, G, size["ch"], size["num_layers"])
-    hnn = HamiltonianNet(net, state_scale(data.train))
+    device = runtime.device()
+    net = build_model(config.model, 4 * V(G), Scalar, G, size["ch"], size["num_layers"]).to(device)
+    hnn = HamiltonianNet(net, state_scale(data.train).to(device))
     train_dynamics(hnn, data.train, epochs=size["epochs"], lr=config.lr, batch_size=size["batch_size"],
                    method="rk4", seed=config.seed, penalty=_penalty(config),
                    desc=f"{config.model}/pendulum/{config.setting}")
     metrics = evaluate_dynamics(hnn, data)
-    constant = data.test.z0[:, None, :].expand_as(data.test.z)
+    constant = data.test.z0[:, None, :].expand_as(data.test.z)  # on the CPU, where the data are
     metrics["constant_mse"] = float((constant - data.test.z).square().mean())
     return metrics, net
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from symkit import runtime
 from symkit.actions.partition import identity_partition, partition_distance
 from symkit.datasets.sharing import sum_of_numbers
 from symkit.discover.baselines import AugerinoPermutation
@@ -79,6 +80,9 @@ def make_splits(cfg: SumSharingConfig) -> SumSplits:
               "hyper": h.tokens, "test": t.tokens}
     y = {"train": d.y[: cfg.n_train], "val": d.y[cfg.n_train :], "trainval": d.y, "hyper": h.y, "test": t.y}
     y = {k: (v - mean) / std for k, v in y.items()}
+    device = runtime.device()  # seeded data made on the CPU, then placed where the run's models are
+    tokens = {k: v.to(device) for k, v in tokens.items()}
+    y = {k: v.to(device) for k, v in y.items()}
     return SumSplits(tokens=tokens, y=y, mean=mean, std=std, labels_gt=d.labels_gt)
 
 
@@ -98,7 +102,8 @@ def test_errors(model: torch.nn.Module, s: SumSplits, chunk: int = 5000) -> dict
 
 def _net(cfg: SumSharingConfig, sharing: Any, seed: int) -> SumOfNumbersNet:
     g = torch.Generator().manual_seed(seed)
-    return SumOfNumbersNet(cfg.length, embed=cfg.embed, hidden=cfg.hidden, sharing=sharing, generator=g)
+    net = SumOfNumbersNet(cfg.length, embed=cfg.embed, hidden=cfg.hidden, sharing=sharing, generator=g)
+    return net.to(runtime.device())
 
 
 def fit_fixed(model: torch.nn.Module, cfg: SumSharingConfig, s: SumSplits, lr: float = 1e-3) -> float:
@@ -161,8 +166,9 @@ def run(cfg: SumSharingConfig) -> dict:
             net = _net(cfg, sharing, seed=cfg.seed + 11)
             fit_fixed(net, cfg, s)
             out[f"mse_{name}"] = test_errors(net, s)["mse"]
-        aug = AugerinoPermutation(_net(cfg, None, seed=cfg.seed + 13), cfg.length, n_samples=cfg.augerino_samples)
-        aug.generator = torch.Generator().manual_seed(cfg.seed)
+        aug = AugerinoPermutation(_net(cfg, None, seed=cfg.seed + 13), cfg.length, n_samples=cfg.augerino_samples,
+                                  device=runtime.device())
+        aug.generator = torch.Generator(device=runtime.device()).manual_seed(cfg.seed)
         fit_model_parameters(
             aug, lambda m: l1(m, s, "trainval") + m.regularizer(), lambda m: l1(m, s, "hyper"),
             steps=cfg.refit_steps, lr=1e-3, patience=cfg.refit_patience,

@@ -14,7 +14,11 @@ digits upsampled to ``image_size`` (no download), then measures:
 
 The thesis studies 410 ImageNet models; this is a small-scale analogue whose numbers are not comparable with its
 figures, but whose questions are the same (which architecture is more equivariant after training, where the error
-comes from, whether the gap grows off-distribution).
+comes from, whether the gap grows off-distribution). At paper scale (``--scale paper --data-dir D``) the same three
+families train, wider and deeper, on natural images: CIFAR-10 from ``D`` (all 50,000 training images, the 10,000
+test images), 32x32 RGB. ImageNet models themselves are measured by ``lee-zoo``, which takes the user's own trained
+models; this experiment keeps training its models, so the paper scale is the largest data set that a run trains on
+in hours on one GPU (a decision: the thesis trains none of its models).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from symkit import runtime
 from symkit.experiments.fields import Count, CountOrZero, Fraction, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.measure import (
@@ -62,6 +67,8 @@ class LEETrendsConfig:
     """Settings; the defaults are the full study (a few minutes per architecture on one core)."""
 
     arch: str = "cnn"
+    data: str = "digits"  # digits (bundled), mnist or cifar10 (from the data folder, paper scale)
+    n_train: CountOrZero = 0  # mnist / cifar10: the first n_train training images (0: all)
     image_size: Count = 32
     width: Count = 32  # CNN base width / token dimension
     depth: Count = 4  # CNN stages are 2; mixer / ViT blocks
@@ -79,13 +86,16 @@ class LEETrendsConfig:
     seed: Seed = 0
 
 
-def _model(config: LEETrendsConfig) -> nn.Module:
+DATA = ("digits", "mnist", "cifar10")
+
+
+def _model(config: LEETrendsConfig, in_channels: int = 1) -> nn.Module:
     if config.arch == "cnn":
-        return build_model("cnn", in_channels=1, num_classes=10, width=config.width, stages=2)
+        return build_model("cnn", in_channels=in_channels, num_classes=10, width=config.width, stages=2)
     if config.arch in ("mixer", "vit"):
         return build_model(
             config.arch,
-            in_channels=1,
+            in_channels=in_channels,
             num_classes=10,
             image_size=config.image_size,
             patch=config.patch,
@@ -125,7 +135,7 @@ def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: LEETrends
     from symkit.measure import translate_pixels
 
     def shift(xb: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-        d = (2 * torch.rand(2, len(xb), generator=g) - 1) * config.augment_pixels
+        d = ((2 * torch.rand(2, len(xb), generator=g) - 1) * config.augment_pixels).to(xb.device, xb.dtype)
         return translate_pixels(xb, d[0], d[1])
 
     result = Trainer(model, F.cross_entropy, lr=config.lr, epochs=config.epochs, batch_size=config.batch_size,
@@ -146,8 +156,7 @@ def _lee_all(model: nn.Module, x: torch.Tensor, prefix: str, metrics: dict) -> N
 
 def run(config: LEETrendsConfig) -> dict:
     """Train one architecture and report end-to-end, gap and layer-wise LEE (see the module docstring)."""
-    if config.arch not in ARCHS:
-        raise ValueError(f"arch must be one of {ARCHS}, got {config.arch!r}")
+    validate(config)
     threads = torch.get_num_threads()
     if config.num_threads > 0:
         torch.set_num_threads(config.num_threads)
@@ -157,23 +166,48 @@ def run(config: LEETrendsConfig) -> dict:
         torch.set_num_threads(threads)
 
 
-def _run(config: LEETrendsConfig) -> dict:
-    from symkit.datasets.digits import load_digits_images
+def validate(config: LEETrendsConfig) -> None:
+    """Refuse an unknown architecture or data set, and a data folder that is missing when the data need one."""
+    if config.arch not in ARCHS:
+        raise ValueError(f"arch must be one of {ARCHS}, got {config.arch!r}")
+    if config.data not in DATA:
+        raise ValueError(f"data must be one of {DATA}, got {config.data!r}")
+    if config.data != "digits":
+        from symkit.datasets.files import data_dir_of
 
+        data_dir_of()  # names the missing data folder before any run starts
+
+
+def _splits(config: LEETrendsConfig, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """Standardised (x_train, y_train, x_test, y_test): the digits split by ``test_fraction``, or a real data set's
+    own train and test files (module docstring), at ``image_size``."""
+    from symkit.datasets.digits import load_digits_images
+    from symkit.datasets.sources import load_images
+
+    if config.data == "digits":
+        images, labels = load_digits_images(size=config.image_size)
+        perm = torch.randperm(images.shape[0], generator=gen)
+        n_test = int(round(config.test_fraction * images.shape[0]))
+        test_idx, train_idx = perm[:n_test], perm[n_test:]
+        x_train, y_train, x_test, y_test = images[train_idx], labels[train_idx], images[test_idx], labels[test_idx]
+    else:
+        x_train, y_train = load_images(config.data, "train", size=config.image_size, limit=config.n_train or None)
+        x_test, y_test = load_images(config.data, "test", size=config.image_size)
+    mean, std = x_train.mean(), x_train.std()
+    return (x_train - mean) / std, y_train, (x_test - mean) / std, y_test, std
+
+
+def _run(config: LEETrendsConfig) -> dict:
     start = time.time()
     torch.manual_seed(config.seed)
     gen = torch.Generator().manual_seed(config.seed)
-    images, labels = load_digits_images(size=config.image_size)
-    perm = torch.randperm(images.shape[0], generator=gen)
-    n_test = int(round(config.test_fraction * images.shape[0]))
-    test_idx, train_idx = perm[:n_test], perm[n_test:]
-    mean, std = images[train_idx].mean(), images[train_idx].std()
-    x = (images - mean) / std
-    x_train, y_train, x_test, y_test = x[train_idx], labels[train_idx], x[test_idx], labels[test_idx]
+    x_train, y_train, x_test, y_test, std = _splits(config, gen)
     noise = torch.randn(x_test.shape, generator=gen) * (config.shift_noise / float(std))
     x_shift = x_test + noise
+    device = runtime.device()
+    x_train, y_train, x_test, y_test, x_shift = (t.to(device) for t in (x_train, y_train, x_test, y_test, x_shift))
 
-    model = _model(config).eval()
+    model = _model(config, in_channels=x_train.shape[1]).to(device).eval()
     metrics: dict = {"n_params": sum(p.numel() for p in model.parameters())}
     ev = slice(0, config.n_eval)
     metrics["lee_init_translate_x"] = lee(model, x_test[ev], "translate_x").value
@@ -266,6 +300,9 @@ register(
         "Fig. 4.4 (layer-wise contributions), Fig. 4.7 (equivariance gap), at small scale on offline digits",
         config=LEETrendsConfig,
         run=run,
+        validate=validate,
+        paper_scale={"data": "cifar10", "image_size": 32, "width": 64, "depth": 6, "epochs": 30, "batch_size": 128,
+                     "augment_pixels": 0.0, "n_eval": 100, "layer_images": 20},
         quick={
             "image_size": 16,
             "width": 8,

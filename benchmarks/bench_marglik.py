@@ -6,8 +6,9 @@ or circular padding, ReLU, the relaxed network's head) on the quadrant-digits tr
 largest relative difference of their factors is printed), with circular padding ASDL's input factor ignores the
 wrap-around. The relaxed CONV network (circular padding, APS subsampling) is timed for symkit alone.
 
-Second table: the layerwise-quadrant CONV and F-FC+CONV networks (16x16 canvas, 40 classes): one MAP training epoch
-and one hyperparameter update (KFAC fit + marginal-likelihood steps). laplace-torch 0.3 is timed only if it imports
+Second table: the layerwise-quadrant CONV, F-FC+CONV and S-FC+S-CONV networks (16x16 canvas, 40 classes): one MAP
+training epoch and one hyperparameter update (KFAC fit + marginal-likelihood steps); for S-FC+S-CONV (learnable ω)
+also the gradient of the marginal likelihood in its length-scales. laplace-torch 0.3 is timed only if it imports
 (its torchvision dependency requires another torch, so on torch 2.13 it is skipped).
 
 Run: ``.venv/bin/python benchmarks/bench_marglik.py [--alpha 4] [--reps 3] [--n 300] [--kfac-only]``.
@@ -25,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from symkit.datasets.quadrant_digits import quadrant_digits
-from symkit.marglik import KronLaplace, fit_kfac, map_penalty, prior_groups
+from symkit.marglik import KronLaplace, fit_kfac, map_penalty, omega_gradient, omega_parameters, prior_groups
 from symkit.nn.relaxed import RelaxedCNN, paper_spec
 
 
@@ -66,7 +67,7 @@ def main() -> None:
     if args.kfac_only:
         return
     rows = []
-    for layer_type in ("conv", "ffc+conv"):
+    for layer_type in ("conv", "ffc+conv", "sfc+sconv"):
         rows += _bench(layer_type, args, xtr, ytr)
     rows += _laplace_torch_rows()
     print(f"\n{'model':10s} {'operation':58s} {'seconds':>9s} {'x epoch':>8s}")
@@ -78,10 +79,12 @@ def main() -> None:
 
 def _bench(layer_type, args, xtr, ytr):
     n = len(xtr)
-    model = RelaxedCNN(1, 40, args.alpha, 16, layer_type, seed=0)
+    model = RelaxedCNN(1, 40, args.alpha, 16, layer_type, seed=0, sparse_kwargs={"learn_omega": True})
     groups = prior_groups(model)
     log_delta = torch.zeros(len(groups), dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.SGD(model.parameters(), lr=0.03, momentum=0.9)  # the experiments' optimiser for θ
+    omegas = omega_parameters(model)  # the anchor layers' length-scales: hyperparameters, not trained by MAP
+    theta = [p for name, p in model.named_parameters() if name not in omegas]
+    opt = torch.optim.SGD(theta, lr=0.03, momentum=0.9)  # the experiments' optimiser for θ
 
     def epoch():
         for xb, yb in _batches(xtr, ytr, 32):
@@ -111,6 +114,10 @@ def _bench(layer_type, args, xtr, ytr):
             (layer_type, f"hyper update, exact GGN (K=40) + {args.hypersteps} steps", t_exact),
             (layer_type, f"hyper update, KFAC-MC (4 samples) + {args.hypersteps} steps", t_mc),
             (layer_type, f"{args.hypersteps} L_eta steps only (eigenbases fixed)", t_steps)]
+    if omegas:
+        batches = list(_batches(xtr, ytr, 150))
+        t_omega = _timeit(lambda: omega_gradient(model, batches, groups, log_delta, mc_samples=4), args.reps)
+        rows.append((layer_type, "dL_eta/dlog omega, KFAC-MC (4 samples), two passes", t_omega))
     return rows
 
 

@@ -178,6 +178,8 @@ def batch_factors(model: nn.Module, x: torch.Tensor, y: torch.Tensor, likelihood
 
     With ``differentiable`` everything stays in the graph (``create_graph``), else it is detached.
     """
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
     inputs: dict[int, torch.Tensor] = {}
     with (recording() as rec, torch_layer_rules(model),
           _torch_layer_inputs(model, inputs) if differentiable else contextlib.nullcontext()):

@@ -92,3 +92,17 @@ def test_run_settings_check_their_values():
         assert runtime.epochs(10) == 2 and list(runtime.limit_batches(range(5))) == [0]
         assert runtime.current().smoke
     assert runtime.epochs(10) == 10 and not runtime.current().smoke
+
+
+def test_a_bare_cuda_device_becomes_one_gpu_per_pool_worker(monkeypatch):
+    import torch
+
+    from symkit.runner import sweep
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(sweep, "_WORKER_SLOT", 3)
+    assert sweep._placed({"device": "cuda"}).device == "cuda:1"
+    assert sweep._placed({"device": "cuda:0"}).device == "cuda:0"  # a chosen GPU is kept
+    assert sweep._placed({"device": "cpu"}).device == "cpu"
+    monkeypatch.setattr(sweep, "_WORKER_SLOT", None)  # the driver (local executor) keeps what it was given
+    assert sweep._placed({"device": "cuda"}).device == "cuda"

@@ -109,6 +109,36 @@ def test_runs_on_meta():
     assert result.steps == 4 and model.weight.device.type == "meta"
 
 
+def test_cpu_batches_reach_a_model_on_another_device():
+    """Data may stay on the CPU while the model is elsewhere (here meta): each batch moves to the model's device."""
+    model = nn.Linear(5, 1, device="meta")
+    x, y = _data(16)
+    result = Trainer(model, _mse, epochs=2, batch_size=8, accuracy=False).fit((x.float(), y.float()))
+    assert result.steps == 4
+
+
+def test_a_smoke_run_trains_its_first_epoch_of_its_first_batches_only():
+    from symkit import runtime
+
+    x, y = _data()
+    with runtime.using(runtime.RunSettings(max_epochs=1, max_batches=2)):
+        result = Trainer(_model(), _mse, epochs=50, batch_size=16).fit((x, y))
+    assert result.steps == 2 and len(result.history) == 1
+    assert Trainer(_model(), _mse, epochs=3, batch_size=16).fit((x, y)).steps == 3 * 16
+
+
+def test_bf16_precision_autocasts_the_training_forward_pass():
+    from symkit import runtime
+
+    seen = []
+    model = _model().float()
+    model.register_forward_hook(lambda m, i, out: seen.append(out.dtype))
+    x, y = (t.float() for t in _data(32))
+    with runtime.using(runtime.RunSettings(precision="bf16")):
+        Trainer(model, lambda out, t: _mse(out.float(), t), epochs=1, batch_size=16).fit((x, y))
+    assert seen == [torch.bfloat16, torch.bfloat16] and model.weight.dtype == torch.float32
+
+
 def test_bad_input_is_a_clear_error(tmp_path):
     x, y = _data()
     model = _model()

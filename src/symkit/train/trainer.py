@@ -327,7 +327,7 @@ class Trainer:
     def _to_model(self, batch: Batch) -> Batch:
         """The batch on the device of the trained parameters (data may stay on the CPU while the model is on a GPU)."""
         device = self.params[0].device if self.params else batch[0].device
-        if batch[0].device == device or device.type == "meta":
+        if batch[0].device == device:
             return batch
         return batch[0].to(device, non_blocking=True), batch[1].to(device, non_blocking=True)
 

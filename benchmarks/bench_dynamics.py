@@ -7,7 +7,12 @@ row-wise partial FFT for Z_n, C4 orbit averages with ``torch.rot90``, equality-p
 composition Pi_C4 Pi_Z for Z_n^2 x| C4). The table gives median milliseconds and the speed-up over the group
 average; every method's result is checked against the group average before timing. One thread by default.
 
+``--device`` puts the layers on that device (float32 on MPS, which has no float64); every call is timed until its
+work there has finished. The core basis projector is float64 numpy, so ``basis_projection`` runs on the CPU (its
+time includes copying the layer there and back). Projections are exact computations: no mixed precision.
+
     .venv/bin/python benchmarks/bench_dynamics.py [--n 10] [--channels 4] [--repeats 5] [--threads N]
+        [--device cpu|cuda|mps]
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import time
 
 import torch
 
+import benchcommon as bc
 from symkit.dynamics import (
     CyclicTranslations1D,
     CyclicTranslations2D,
@@ -31,12 +37,14 @@ from symkit.dynamics import (
 )
 
 
-def _time(fn, repeats: int) -> float:
+def _time(fn, repeats: int, device: torch.device) -> float:
     fn()  # warm-up (and the basis solve, cached)
     out = []
     for _ in range(repeats):
+        bc.synchronize(device)
         t0 = time.perf_counter()
         fn()
+        bc.synchronize(device)
         out.append(time.perf_counter() - t0)
     return statistics.median(out) * 1e3
 
@@ -47,7 +55,10 @@ def main() -> None:
     parser.add_argument("--channels", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    bc.add_device_option(parser, cpu_only="basis_projection (the core's float64 numpy projector)")
     args = parser.parse_args()
+    device = bc.device_of(args)
+    dtype = torch.float64 if bc.has_float64(device) else torch.float32
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     n, c = args.n, args.channels
@@ -62,17 +73,19 @@ def main() -> None:
     rows = []
     for name, action in cases.items():
         spec = LayerSpec(action, action, c, c)
-        A = torch.randn(spec.shape, generator=gen, dtype=torch.float64)
+        # seeded on the CPU (the same layer on every device), then placed
+        A = torch.randn(spec.shape, generator=gen, dtype=torch.float64).to(device=device, dtype=dtype)
         ref = group_average(A, spec)
         err_fast = float((project(A, spec, "fast") - ref).abs().max())
         err_basis = float((basis_projection(A, spec) - ref).abs().max())
-        t_avg = _time(lambda A=A, spec=spec: group_average(A, spec), max(1, args.repeats // 2))
-        t_basis = _time(lambda A=A, spec=spec: basis_projection(A, spec), args.repeats)
-        t_fast = _time(lambda A=A, spec=spec: project(A, spec, "fast"), args.repeats)
+        t_avg = _time(lambda A=A, spec=spec: group_average(A, spec), max(1, args.repeats // 2), device)
+        t_basis = _time(lambda A=A, spec=spec: basis_projection(A, spec), args.repeats, device)
+        t_fast = _time(lambda A=A, spec=spec: project(A, spec, "fast"), args.repeats, device)
         rows.append((name, action.order, t_avg, t_basis, t_fast, max(err_fast, err_basis)))
     head = f"{'case':32s} {'|G|':>6s} {'average ms':>11s} {'basis ms':>10s} {'x avg':>7s} {'fast ms':>9s} " \
            f"{'x avg':>8s} {'max err':>9s}"
-    print(f"projection of a ({c}, {c}, n^2, n^2) layer, n = {n}, float64, {torch.get_num_threads()} thread(s)")
+    print(f"projection of a ({c}, {c}, n^2, n^2) layer, n = {n}, {str(dtype)[6:]}, {torch.get_num_threads()} "
+          f"thread(s), on {bc.describe(device)}" + ("" if device.type == "cpu" else " (basis ms: numpy on the CPU)"))
     print(head)
     print("-" * len(head))
     for name, order, t_avg, t_basis, t_fast, err in rows:

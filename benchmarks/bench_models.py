@@ -1,6 +1,6 @@
 """EMLP training speed and memory against an MLP of equal width, and against emlp's own EMLP, in one run.
 
-Run: ``.venv/bin/python benchmarks/bench_models.py [--quick | --full] [--emlp-timeout S]``.
+Run: ``.venv/bin/python benchmarks/bench_models.py [--quick | --full] [--emlp-timeout S] [--device cpu|cuda|mps]``.
 
 Model (the thesis's sizes, Sec. 2.6): input ``5 Scalar + 5 V``, output ``T(2)``, 3 hidden layers of ``ch`` channels
 (``uniform_rep``), Adam, MSE, float32, one thread on every side. For each group, width and batch it times, each model
@@ -14,6 +14,11 @@ layer type at ch=384, batch 500 against ``nn.Linear`` of the same size.
 Default: ch=384, batch 500 for O(3), SO(3), O(1,3), S(5), plus ch 128 and 1024 and batch 32 for O(3); ``--full``:
 every width and batch for every group; ``--quick``: O(3) at ch=384, batch 500. Timings on a shared machine are
 noisy: compare the ratios of one run.
+
+``--device`` puts symkit's models and data on that device (timings synchronised with it; peak memory is then the
+device's, see ``benchcommon.MemoryRise``); emlp's JAX runs on the CPU in its own venv whatever the device, so its
+column compares against a CPU run. There is no ``--precision``: symkit's equivariant layers take inputs in their
+parameters' dtype only, so bfloat16 autocast does not apply to them.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import benchcommon as bc
 
 os.environ.setdefault("SYMKIT_PROGRESS", "0")
 
@@ -49,17 +56,20 @@ def _cases(mode: str) -> list[tuple[str, int, int]]:
 
 
 # ---------------------------------------------------------------------------------------------- one measurement
-def _timed(fn, budget: float = 3.0, least: int = 3) -> float:
-    """Minimum wall time of ``fn`` over at least ``least`` calls and about ``budget`` seconds."""
+def _timed(fn, device, budget: float = 3.0, least: int = 3) -> float:
+    """Minimum wall time of ``fn`` over at least ``least`` calls and about ``budget`` seconds, each call timed from
+    an idle ``device`` until its work there has finished."""
     times, start = [], time.perf_counter()
     while len(times) < least or (time.perf_counter() - start < budget and len(times) < 50):
+        bc.synchronize(device)
         t = time.perf_counter()
         fn()
+        bc.synchronize(device)
         times.append(time.perf_counter() - t)
     return min(times)
 
 
-def measure_symkit(group: str, ch: int, batch: int, kind: str) -> dict:
+def measure_symkit(group: str, ch: int, batch: int, kind: str, device: str = "cpu") -> dict:
     import torch
 
     from symkit import groups
@@ -67,19 +77,22 @@ def measure_symkit(group: str, ch: int, batch: int, kind: str) -> dict:
     from symkit.reps import Scalar, T, V
 
     torch.set_num_threads(1)
+    dev = torch.device(device)
     G = eval(GROUPS[group], vars(groups))
     rep_in, rep_out = 5 * Scalar + 5 * V(G), T(2, 0, G)
+    bc.synchronize(dev)
     t0 = time.perf_counter()
     if kind == "mlp":
-        model = MLP(rep_in.size, rep_out.size, ch=ch, num_layers=3)
+        model = MLP(rep_in.size, rep_out.size, ch=ch, num_layers=3, device=dev)
     elif kind == "rpp":
-        model = RPPEMLP(rep_in, rep_out, G, ch=ch, num_layers=3)
+        model = RPPEMLP(rep_in, rep_out, G, ch=ch, num_layers=3, device=dev)
     else:
-        model = EMLP(rep_in, rep_out, G, ch=ch, num_layers=3, bilinear=kind == "emlp")
+        model = EMLP(rep_in, rep_out, G, ch=ch, num_layers=3, bilinear=kind == "emlp", device=dev)
+    bc.synchronize(dev)
     build = time.perf_counter() - t0
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(batch, rep_in.size, generator=gen)
-    y = torch.randn(batch, rep_out.size, generator=gen)
+    gen = torch.Generator().manual_seed(0)  # seeded data drawn on the CPU (the same on every device), then placed
+    x = torch.randn(batch, rep_in.size, generator=gen).to(dev)
+    y = torch.randn(batch, rep_out.size, generator=gen).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def step() -> None:
@@ -92,11 +105,11 @@ def measure_symkit(group: str, ch: int, batch: int, kind: str) -> dict:
         with torch.no_grad():
             model(x)
 
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    memory = bc.MemoryRise(dev)
     step()
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"build_s": build, "step_ms": 1e3 * _timed(step), "fwd_ms": 1e3 * _timed(forward),
-            "peak_mb": (after - before) / 1024, "params": sum(p.numel() for p in model.parameters()),
+    peak = memory.mb()
+    return {"build_s": build, "step_ms": 1e3 * _timed(step, dev), "fwd_ms": 1e3 * _timed(forward, dev),
+            "peak_mb": peak, "params": sum(p.numel() for p in model.parameters()),
             "macs": multiply_adds(model)}
 
 
@@ -169,16 +182,17 @@ def measure_emlp(group: str, ch: int, batch: int, timeout: float) -> dict | str:
 
 def _in_subprocess(*what: object) -> dict | str:
     env = {**os.environ, **PINNED_ENV}
-    proc = subprocess.run([sys.executable, __file__, "--one", json.dumps(what[0] if len(what) == 1 else what)],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, __file__, "--one", json.dumps(what)], capture_output=True, text=True,
+                          env=env)
     if proc.returncode != 0:
         return "failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:60]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def measure_big_permutation_layer() -> dict:
+def measure_big_permutation_layer(device: str = "cpu") -> dict:
     """EquivariantLinear(T(3), T(4)) of S(8): the basis of T(7), 2,097,152 x 877 (14.7 GB dense in float64), held as
-    a gather; build, one forward and backward at batch 16, and the process's peak memory."""
+    a gather; build, one forward and backward at batch 16, and the process's peak memory (and on a GPU the rise of
+    the device's memory over build and step)."""
     import torch
 
     from symkit.groups import S
@@ -186,19 +200,25 @@ def measure_big_permutation_layer() -> dict:
     from symkit.reps import T
 
     torch.set_num_threads(1)
+    dev = torch.device(device)
     G = S(8)
+    memory = bc.MemoryRise(dev) if dev.type != "cpu" else None
     t0 = time.perf_counter()
-    layer = EquivariantLinear(T(3)(G), T(4)(G))
+    layer = EquivariantLinear(T(3)(G), T(4)(G), device=dev)
+    bc.synchronize(dev)
     build = time.perf_counter() - t0
-    x = torch.randn(16, 8**3)
+    x = torch.randn(16, 8**3).to(dev)
+    bc.synchronize(dev)
     t0 = time.perf_counter()
     layer(x).square().sum().backward()
+    bc.synchronize(dev)
     step = time.perf_counter() - t0
-    return {"build_s": build, "step_s": step, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {"build_s": build, "step_s": step, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "device_mb": memory.mb() if memory is not None else None}
 
 
 # ---------------------------------------------------------------------------------------------- per layer
-def layer_table() -> list[str]:
+def layer_table(device: str = "cpu") -> list[str]:
     import torch
 
     from symkit.groups import O
@@ -206,25 +226,27 @@ def layer_table() -> list[str]:
     from symkit.nn.rpp import RPPLinear
 
     torch.set_num_threads(1)
+    dev = torch.device(device)
     G = O(3)
     hidden = uniform_rep(384, G)
     wide = gated(hidden)
-    x_h = torch.randn(500, hidden.size, requires_grad=True)
-    x_w = torch.randn(500, wide.size, requires_grad=True)
+    x_h = torch.randn(500, hidden.size).to(dev).requires_grad_(True)
+    x_w = torch.randn(500, wide.size).to(dev).requires_grad_(True)
     layers = [
-        ("EquivariantLinear", EquivariantLinear(hidden, wide), x_h),
-        ("RPPLinear", RPPLinear(hidden, wide), x_h),
-        ("nn.Linear (same size)", torch.nn.Linear(hidden.size, wide.size), x_h),
-        ("BiLinear", BiLinear(wide), x_w),
-        ("GatedNonlinearity", GatedNonlinearity(hidden), x_w),
+        ("EquivariantLinear", EquivariantLinear(hidden, wide, device=dev), x_h),
+        ("RPPLinear", RPPLinear(hidden, wide, device=dev), x_h),
+        ("nn.Linear (same size)", torch.nn.Linear(hidden.size, wide.size, device=dev), x_h),
+        ("BiLinear", BiLinear(wide, device=dev), x_w),
+        ("GatedNonlinearity", GatedNonlinearity(hidden, device=dev), x_w),
     ]
-    lines = [f"per layer, O(3), ch=384 ({hidden.size} -> {wide.size} features), batch 500, forward + backward:",
+    lines = [f"per layer, O(3), ch=384 ({hidden.size} -> {wide.size} features), batch 500, forward + backward, "
+             f"{bc.describe(dev)}:",
              f"{'layer':<24}{'ms':>10}{'/ nn.Linear':>14}"]
     times = {}
     for name, layer, x in layers:
         def run(layer=layer, x=x) -> None:
             layer(x).sum().backward()
-        times[name] = 1e3 * _timed(run, budget=2.0)
+        times[name] = 1e3 * _timed(run, dev, budget=2.0)
     base = times["nn.Linear (same size)"]
     for name, t in times.items():
         lines.append(f"{name:<24}{t:>10.2f}{t / base:>13.2f}x")
@@ -248,19 +270,23 @@ def main() -> None:
     mode.add_argument("--quick", action="store_true")
     mode.add_argument("--full", action="store_true")
     parser.add_argument("--emlp-timeout", type=float, default=900.0)
+    bc.add_device_option(parser)
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         what = json.loads(args.one)
-        print(json.dumps(measure_big_permutation_layer() if what == "s8" else measure_symkit(*what)))
+        print(json.dumps(measure_big_permutation_layer(*what[1:]) if what[0] == "s8" else measure_symkit(*what)))
         return
+    device = bc.device_of(args)
     cases = _cases("quick" if args.quick else "full" if args.full else "default")
-    print("EMLP training step against an MLP of equal width and emlp 1.0.3 (1 thread each, float32, Adam)")
+    print(f"EMLP training step against an MLP of equal width and emlp 1.0.3 (1 thread each, float32, Adam); symkit on "
+          f"{bc.describe(device)}" + ("" if device.type == "cpu" else ", emlp 1.0.3 on the CPU (JAX in its own venv)"))
+    print(f"peak MB: {bc.MemoryRise.what(device)} over one training step")
     print(f"{'group':<8}{'ch':>5}{'batch':>6}  {'model':<11}{'fwd ms':>9}{'step ms':>10}{'step/MLP':>10}"
           f"{'MACs/MLP':>10}{'peak MB':>9}{'peak/MLP':>10}{'params':>9}")
     summary = []
     for group, ch, batch in cases:
-        results = {kind: _in_subprocess(group, ch, batch, kind) for kind in MODELS}
+        results = {kind: _in_subprocess(group, ch, batch, kind, args.device) for kind in MODELS}
         for kind in MODELS:
             r = results[kind]
             print(f"{group:<8}{ch:>5}{batch:>6}  {kind:<11}{_fmt(r, 'fwd_ms'):>9}{_fmt(r, 'step_ms'):>10}"
@@ -284,12 +310,15 @@ def main() -> None:
     for group, ch, batch, *ratios in summary:
         print(f"{group:<8}{ch:>5}{batch:>6}" + "".join(f"{r:>{w}}" for r, w in zip(ratios, (10, 8, 12, 8, 10, 10))))
     print()
-    print("\n".join(layer_table()))
-    big = _in_subprocess("s8")
+    print("\n".join(layer_table(args.device)))
+    big = _in_subprocess("s8", args.device)
     print()
-    print("S(8) EquivariantLinear(T(3), T(4)) (basis of T(7): 2,097,152 x 877, 14.7 GB dense), a gather: "
+    print(f"S(8) EquivariantLinear(T(3), T(4)) (basis of T(7): 2,097,152 x 877, 14.7 GB dense), a gather, on "
+          f"{bc.describe(device)}: "
           + (f"build {big['build_s']:.2f} s, forward + backward at batch 16 {big['step_s']:.2f} s, peak memory "
-             f"{big['peak_mb']:.0f} MB (issue: within 1 GB)" if isinstance(big, dict) else big))
+             f"{big['peak_mb']:.0f} MB (issue: within 1 GB)" if isinstance(big, dict) else big)
+          + (f", {bc.MemoryRise.what(device)} {big['device_mb']:.0f} MB"
+             if isinstance(big, dict) and big.get("device_mb") is not None else ""))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,21 @@
-"""Offline stand-ins for the paper's quadrant-MNIST (Table 1) and rotated/translated MNIST (Table 3).
-
-Built from scikit-learn's bundled 8x8 handwritten digits (``symkit.datasets.digits``); nothing downloads.
+"""The data of seed 001 (van der Ouderaa, Immer & van der Wilk 2023): quadrant MNIST (Table 1), rotated /
+translated MNIST (Table 3) and a CIFAR-10 stand-in (Tables 2 and 4), each as an offline stand-in built from
+scikit-learn's bundled 8x8 handwritten digits (``symkit.datasets.digits``) and, for the paper scale, from MNIST's
+files in the run's data folder (:func:`symkit.datasets.sources.load_images`); nothing downloads.
 
 - :func:`quadrant_digits`: each digit is placed in one of the 4 quadrants of a ``2s × 2s`` canvas (``s`` the digit
   size). Task ``'digit'`` has 10 classes (translation-invariant); ``'digit_quadrant'`` has 40, label
   ``digit + 10·quadrant`` (cannot be solved by a translation-invariant model: at most about a quarter of the
   digit accuracy).
+- :func:`quadrant_mnist`: the paper's quadrant MNIST (§6.1): every 28x28 MNIST digit in one quadrant of a 56x56
+  canvas, resized to 32x32 (bilinear, no antialiasing, as the authors' code).
 - :func:`transformed_digits`: digits on a canvas with a fixed per-image random rotation (``U[-180°, 180°]``) and/or
   integer translation, bilinear, as in the paper's rotated / translated MNIST.
+- :func:`transformed_mnist`: rotated / translated MNIST (§6.3, F.5): fixed per image, ±8 pixels on 28x28, then
+  resized to 32x32.
+- :func:`colour_digits`: three-channel images for the CIFAR-10 experiments at CI and default size: every digit in a
+  random colour at a random place on a noisy background of another colour, so that, as on CIFAR-10, the class does
+  not depend on where the object is.
 """
 
 from __future__ import annotations
@@ -18,8 +26,12 @@ import torch
 import torch.nn.functional as F
 
 from symkit.datasets.digits import load_digits_images
+from symkit.datasets.sources import load_images
 
 TASKS = ("digit", "digit_quadrant")
+TRANSFORMS = ("none", "rotated", "translated", "rotated_translated")
+#: the network input of the paper's MNIST experiments (App. F.5: MNIST resized to 32x32)
+PAPER_SIZE = 32
 
 
 def _split(n: int, n_test: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,9 +86,8 @@ def transformed_digits(transform: str = "rotated", digit_size: int = 8, canvas: 
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Digits centred on a ``canvas`` grid, then ``'none'``, ``'rotated'`` (U[-180°,180°]), ``'translated'``
     (integer shifts in ``[-max_shift, max_shift]``) or ``'rotated_translated'``; fixed per image by ``seed``."""
-    kinds = ("none", "rotated", "translated", "rotated_translated")
-    if transform not in kinds:
-        raise ValueError(f"transform must be one of {kinds}, got {transform!r}")
+    if transform not in TRANSFORMS:
+        raise ValueError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
     if canvas < digit_size:
         raise ValueError(f"canvas ({canvas}) must be at least digit_size ({digit_size})")
     images, labels = load_digits_images(size=digit_size)
@@ -94,3 +105,110 @@ def transformed_digits(transform: str = "rotated", digit_size: int = 8, canvas: 
     tr, te = _split(n, n_test, torch.Generator().manual_seed(seed))  # the same split for every transform
     xtr, xte = _standardise(x[tr], x[te])
     return xtr, labels[tr], xte, labels[te]
+
+
+Split = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def _mnist(split: str, limit: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """MNIST's ``split`` from the run's data folder, ``(N, 1, 28, 28)`` in [0, 1]; ``limit`` > 0 keeps the first."""
+    return load_images("mnist", split, limit=limit or None)
+
+
+def _resize(x: torch.Tensor, size: int) -> torch.Tensor:
+    """Bilinear resize without antialiasing (``torchvision.transforms.Resize(size, antialias=False)`` on tensors)."""
+    if x.shape[-1] == size:
+        return x
+    return F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=False)
+
+
+def _chunked(fn, x: torch.Tensor, *args: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+    """``fn(x[i:j], *(a[i:j] for a in args))`` over chunks of the first axis, concatenated (bounded memory)."""
+    return torch.cat([fn(x[i:i + chunk], *(a[i:i + chunk] for a in args)) for i in range(0, len(x), chunk)])
+
+
+def _split_seed(seed: int, split: str) -> int:
+    return 2 * seed + (split == "train")  # train and test draw independently, and differently for every seed
+
+
+def quadrant_mnist(task: str = "digit_quadrant", n_train: int = 0, n_test: int = 0, seed: int = 0,
+                   size: int = PAPER_SIZE) -> Split:
+    """Quadrant MNIST (§6.1, the authors' code): every 28x28 digit at offset ``(0|28, 0|28)`` of a 56x56 canvas, the
+    quadrant uniform and fixed per image (drawn from ``seed``), the canvas resized to ``size`` (bilinear, no
+    antialiasing); label ``digit`` or ``digit + 10·quadrant``. MNIST's own train and test files from the run's
+    data folder (``n_train`` / ``n_test`` > 0 keep the first images); standardised with train statistics."""
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    out = []
+    for split, limit in (("train", n_train), ("test", n_test)):
+        images, digits = _mnist(split, limit)
+        gen = torch.Generator().manual_seed(_split_seed(seed, split))
+        quadrant = torch.randint(0, 4, (len(images),), generator=gen)
+        s = images.shape[-1]
+
+        def place(img: torch.Tensor, quad: torch.Tensor, s: int = s) -> torch.Tensor:
+            canvas = img.new_zeros(len(img), 1, 2 * s, 2 * s)
+            for q in range(4):
+                sel = quad == q
+                r, c = divmod(q, 2)
+                canvas[sel, :, r * s:(r + 1) * s, c * s:(c + 1) * s] = img[sel]
+            return _resize(canvas, size)
+
+        out += [_chunked(place, images, quadrant), digits if task == "digit" else digits + 10 * quadrant]
+    xtr, xte = _standardise(out[0], out[2])
+    return xtr, out[1], xte, out[3]
+
+
+def transformed_mnist(transform: str = "rotated", max_shift: int = 8, n_train: int = 0, n_test: int = 0,
+                      seed: int = 0, size: int = PAPER_SIZE) -> Split:
+    """Rotated / translated MNIST (§6.3, F.5): every 28x28 digit rotated by a fixed ``U[-180°, 180°]`` angle and/or
+    shifted by fixed integer offsets in ``[-max_shift, max_shift]`` (bilinear, zeros outside), then resized to
+    ``size``; drawn per image from ``seed``. MNIST's train and test files from the run's data folder (``n_train`` /
+    ``n_test`` > 0 keep the first images); standardised with train statistics."""
+    if transform not in TRANSFORMS:
+        raise ValueError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
+    out = []
+    for split, limit in (("train", n_train), ("test", n_test)):
+        images, labels = _mnist(split, limit)
+        gen = torch.Generator().manual_seed(_split_seed(seed, split))
+        n = len(images)
+        angles, shifts = torch.zeros(n), torch.zeros(n, 2)
+        if "rotated" in transform:
+            angles = (torch.rand(n, generator=gen) * 2 - 1) * math.pi
+        if "translated" in transform:
+            shifts = torch.randint(-max_shift, max_shift + 1, (n, 2), generator=gen).float()
+        moved = _chunked(lambda x, a, t: _resize(_rotate_translate(x, a, t), size), images, angles, shifts)
+        out += [moved, labels]
+    xtr, xte = _standardise(out[0], out[2])
+    return xtr, out[1], xte, out[3]
+
+
+def colour_digits(canvas: int = 16, digit_size: int = 8, n_test: int = 497, seed: int = 0, noise: float = 0.1
+                  ) -> Split:
+    """The CIFAR-10 stand-in: ``(N, 3, canvas, canvas)`` images of the 1,797 bundled digits, each digit in a random
+    colour at a random integer offset on a background of another random colour (every channel at least 0.25 away
+    from the digit's) plus Gaussian pixel noise of standard deviation ``noise``; the label is the digit. Drawn per
+    image from ``seed``, split as :func:`quadrant_digits` does (``n_test`` test images) and standardised per
+    channel with train statistics (as CIFAR-10 is)."""
+    if canvas < digit_size:
+        raise ValueError(f"canvas ({canvas}) must be at least digit_size ({digit_size})")
+    images, labels = load_digits_images(size=digit_size)
+    n = len(images)
+    gen = torch.Generator().manual_seed(seed + 2)
+    fg = torch.rand(n, 3, 1, 1, generator=gen)
+    bg = (fg + 0.25 + 0.5 * torch.rand(n, 3, 1, 1, generator=gen)) % 1.0
+    offsets = torch.randint(0, canvas - digit_size + 1, (n, 2), generator=gen)
+    ink = torch.zeros(n, 1, canvas, canvas)
+    for i, (r, c) in enumerate(offsets.tolist()):
+        ink[i, :, r:r + digit_size, c:c + digit_size] = images[i]
+    x = bg * (1 - ink) + fg * ink + noise * torch.randn(n, 3, canvas, canvas, generator=gen)
+    tr, te = _split(n, n_test, torch.Generator().manual_seed(seed))
+    xtr, xte = standardise_channels(x[tr], x[te])
+    return xtr, labels[tr], xte, labels[te]
+
+
+def standardise_channels(train: torch.Tensor, test: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel standardisation of ``(N, C, H, W)`` images with the training set's mean and standard deviation."""
+    mean = train.mean(dim=(0, 2, 3), keepdim=True)
+    std = train.std(dim=(0, 2, 3), keepdim=True)
+    return (train - mean) / std, (test - mean) / std

@@ -1,7 +1,7 @@
 """PAC-Bayes compression (thesis ch. 5): cost of subspace training θ = θ0 + P w (Eq. 5.3) per projector kind, against
 full training of the same net in the same run.
 
-Run: ``.venv/bin/python benchmarks/bench_pacbayes.py [--quick]``.
+Run: ``.venv/bin/python benchmarks/bench_pacbayes.py [--quick] [--device cpu|cuda|mps] [--precision 32|bf16]``.
 
 Section "projectors" (:func:`projector_table`): two nets on digits-sized inputs (8x8, 10 classes, batch 128, float32,
 Adam, cross-entropy, one thread): an MLP 64-256-256-10 (D = 85,002) and a CNN (two 3x3 convolutions of 32 and 64
@@ -20,8 +20,14 @@ Ratios are against full training of the same net (every parameter trained, no pr
 with the matrix held in memory (``dense, cached``) when it takes at most 1 GiB. Timings on a shared machine are
 noisy: compare the ratios of one run.
 
+``--device`` puts the nets, projectors and data of this section on that device, each step waited for there; peak MB
+is then the device's memory (``benchcommon.MemoryRise``: the CUDA allocator's peak, the MPS driver's allocation).
+``--precision bf16`` runs the forward pass and loss of each step under bfloat16 autocast, as ``symkit reproduce
+--precision bf16`` trains (``symkit.runtime.autocast``); full training runs under it too.
+
 Section "coding" (``benchmarks/pacbayes_coding.py``): encode and decode throughput of the arithmetic coder for
-d in {1e3 .. 1e6} codes of 7 and 50 levels, and its real message length against ceil(d H) + 2 and a Huffman code.
+d in {1e3 .. 1e6} codes of 7 and 50 levels, and its real message length against ceil(d H) + 2 and a Huffman code:
+numpy and constriction work, on the CPU whatever ``--device`` says.
 """
 
 from __future__ import annotations
@@ -29,11 +35,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+import benchcommon as bc
 
 os.environ.setdefault("SYMKIT_PROGRESS", "0")
 
@@ -43,12 +49,15 @@ KIND_ORDER = ("dense", "sparse", "kron-sum", "kron", "film", "film+kron")
 BATCH = 128
 
 
-def _timed(fn, budget: float, least: int = 3, most: int = 50) -> float:
-    """Minimum wall time of ``fn`` over at least ``least`` calls and about ``budget`` seconds."""
+def _timed(fn, device, budget: float, least: int = 3, most: int = 50) -> float:
+    """Minimum wall time of ``fn`` over at least ``least`` calls and about ``budget`` seconds, each call timed from
+    an idle ``device`` until its work there has finished."""
     times, start = [], time.perf_counter()
     while len(times) < least or (time.perf_counter() - start < budget and len(times) < most):
+        bc.synchronize(device)
         t = time.perf_counter()
         fn()
+        bc.synchronize(device)
         times.append(time.perf_counter() - t)
     return min(times)
 
@@ -66,25 +75,36 @@ def _net(name: str, width: int = 1):
                          nn.Flatten(), nn.Linear(c2 * 16, h), nn.ReLU(), nn.Linear(h, 10))
 
 
-def measure_step(net_name: str, kind: str, d: int, budget: float) -> dict:
-    """One case, in this process: ``kind == "full"`` trains every parameter; otherwise a :class:`SubspaceModel`."""
+def measure_step(net_name: str, kind: str, d: int, budget: float, device: str = "cpu",
+                 precision: str = "32") -> dict:
+    """One case, in this process: ``kind == "full"`` trains every parameter; otherwise a :class:`SubspaceModel`;
+    on ``device``, the forward pass and loss under ``runtime.autocast`` at ``precision``."""
     import torch
     import torch.nn.functional as F
 
+    from symkit import runtime
     from symkit.datasets.digits import load_digits_images
     from symkit.pacbayes.subspace import SubspaceModel
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    dev = torch.device(device)
+    settings = runtime.RunSettings(device=device, precision=precision)
     x, y = load_digits_images()
-    x, y = x[:BATCH].contiguous(), y[:BATCH].contiguous()
-    tiny = _net(net_name, width=16)  # a training step of a tiny copy loads the kernels and libraries first
+    x, y = x[:BATCH].contiguous().to(dev), y[:BATCH].contiguous().to(dev)
+
+    def loss_of(model) -> torch.Tensor:
+        with runtime.using(settings), runtime.autocast(dev.type):
+            return F.cross_entropy(model(x), y)
+
+    tiny = _net(net_name, width=16).to(dev)  # a training step of a tiny copy loads the kernels and libraries first
     tiny_opt = torch.optim.Adam(tiny.parameters())
-    F.cross_entropy(tiny(x), y).backward()
+    loss_of(tiny).backward()
     tiny_opt.step()
     del tiny, tiny_opt
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    net = _net(net_name)
+    memory = bc.MemoryRise(dev)
+    net = _net(net_name).to(dev)  # drawn on the CPU from the seed (the same net on every device), then placed
+    bc.synchronize(dev)
     t0 = time.perf_counter()
     if kind == "full":
         model, params, cached = net, list(net.parameters()), None
@@ -97,19 +117,19 @@ def measure_step(net_name: str, kind: str, d: int, budget: float) -> dict:
         proj = model.projector
         inner = getattr(getattr(proj, "film", proj), "inner", proj)
         cached = getattr(inner, "cached", None)
+    bc.synchronize(dev)
     build = time.perf_counter() - t0
     opt = torch.optim.Adam(params, lr=1e-3)
     model.train()
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(x), y).backward()
+        loss_of(model).backward()
         opt.step()
 
     step()  # warm-up
-    step_s = _timed(step, budget, least=1 if cached is False else 3)  # a regenerated dense step takes seconds
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"step_ms": 1e3 * step_s, "peak_mb": (after - before) / 1024, "build_s": build,
+    step_s = _timed(step, dev, budget, least=1 if cached is False else 3)  # a regenerated dense step takes seconds
+    return {"step_ms": 1e3 * step_s, "peak_mb": memory.mb(), "build_s": build,
             "D": sum(p.numel() for p in net.parameters()), "cached": cached}
 
 
@@ -128,19 +148,20 @@ def _ratio(a: dict | str, b: dict | str, key: str) -> str:
     return f"{a[key] / b[key]:.2f}x"
 
 
-def projector_table(quick: bool) -> str:
+def projector_table(quick: bool, device: str = "cpu", precision: str = "32") -> str:
     """Time per training step and peak memory of subspace training per projector kind and d, against full training
-    of the same net (module docstring)."""
+    of the same net (module docstring), on ``device`` at ``precision``."""
     from symkit.pacbayes.projectors import CACHE_BYTES
 
     dims = (100, 1000) if quick else (100, 1000, 5000)
     budget = 0.3 if quick else 2.0
-    lines = [f"subspace training (theta = theta0 + P w, thesis Eq. 5.3), batch {BATCH}, float32, Adam, 1 thread; "
-             "peak MB = rise of ru_maxrss over build + steps",
+    memory = "ru_maxrss" if device == "cpu" else bc.MemoryRise.what(device)
+    lines = [f"subspace training (theta = theta0 + P w, thesis Eq. 5.3), batch {BATCH}, float32, Adam, 1 thread, "
+             f"on {bc.describe(device, precision)}; peak MB = rise of {memory} over build + steps",
              f"{'net':<5}{'D':>8}{'d':>6}  {'projector':<14}{'cache':>6}{'build s':>9}{'step ms':>9}{'step/full':>10}"
              f"{'peak MB':>9}{'peak/full':>10}"]
     for net in NETS:
-        full = _in_subprocess(net, "full", 0, budget)
+        full = _in_subprocess(net, "full", 0, budget, device, precision)
         D = full["D"] if isinstance(full, dict) else "?"
         if isinstance(full, dict):
             lines.append(f"{net:<5}{D:>8}{'-':>6}  {'full':<14}{'-':>6}{'-':>9}{full['step_ms']:>9.2f}{'1.00x':>10}"
@@ -153,7 +174,7 @@ def projector_table(quick: bool) -> str:
             size = 4 * d * (D if isinstance(D, int) else 0)
             big = CACHE_BYTES < size <= 1 << 30
             for kind in KIND_ORDER + (("dense, cached",) if big else ()):
-                r = _in_subprocess(net, kind, d, budget)
+                r = _in_subprocess(net, kind, d, budget, device, precision)
                 if not isinstance(r, dict):
                     lines.append(f"{net:<5}{D:>8}{d:>6}  {kind:<14} {r}")
                     continue
@@ -166,16 +187,18 @@ def projector_table(quick: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="d in {100, 1000} and shorter timings (about 2 min)")
+    bc.add_device_option(parser, precision=True, cpu_only="the entropy coding section (numpy, constriction)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure_step(*json.loads(args.one))))
         return
+    device = bc.device_of(args)
     t0 = time.perf_counter()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from pacbayes_coding import coding_table, overhead_table
 
-    sections = [projector_table(args.quick), coding_table(args.quick), overhead_table(args.quick)]
+    sections = [projector_table(args.quick, str(device), args.precision), coding_table(args.quick),
+                overhead_table(args.quick)]
     print("\n\n".join(sections))
     print(f"\n(total {time.perf_counter() - t0:.0f} s)")
 

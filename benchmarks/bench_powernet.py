@@ -11,8 +11,13 @@ Every row maps ``channels`` input maps of an ``n x n`` image to ``channels`` out
 Times are the median of ``--repeats`` forward + backward passes on one thread, measured in this run. ``setup s``
 is the time to build the layer (for SW bases: two ``matrix_exp`` of an ``n^2 x n^2`` matrix).
 
+``--device`` builds every layer on that device and puts the batch there; each pass (and each build) is timed until
+its work on the device has finished. There is no ``--precision``: a PowerLayer's output stays float32 under
+bfloat16 autocast, so a bf16 run would set bfloat16 baselines against float32 layers.
+
     python benchmarks/bench_powernet.py            # 28x28 and 56x56
     python benchmarks/bench_powernet.py --quick    # 14x14 and 28x28, fewer repeats
+    python benchmarks/bench_powernet.py --device cuda
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+import benchcommon as bc
 from symkit.nn.powernet import PowerLayer, make_base
 
 
@@ -32,24 +38,26 @@ def _time(module: nn.Module, x: torch.Tensor, repeats: int) -> float:
     times = []
     for i in range(repeats + 1):
         xi = x.detach().requires_grad_(True)
+        bc.synchronize(x.device)
         t0 = time.perf_counter()
         module(xi).sum().backward()
+        bc.synchronize(x.device)
         if i:  # the first pass is a warm-up
             times.append(time.perf_counter() - t0)
         module.zero_grad(set_to_none=True)
     return statistics.median(times)
 
 
-def _rows(n: int, c: int) -> list[tuple[str, Callable[[], nn.Module], str]]:
+def _rows(n: int, c: int, device: torch.device) -> list[tuple[str, Callable[[], nn.Module], str]]:
     def power(names: list[str], combine: str = "product", k: int = 5) -> Callable[[], nn.Module]:
-        return lambda: PowerLayer([make_base(b, n) for b in names], c, c, k, combine=combine)
+        return lambda: PowerLayer([make_base(b, n) for b in names], c, c, k, combine=combine, device=device)
 
     return [
-        ("conv 5x5", lambda: nn.Conv2d(c, c, 5, padding=2, padding_mode="circular"), "image"),
+        ("conv 5x5", lambda: nn.Conv2d(c, c, 5, padding=2, padding_mode="circular", device=device), "image"),
         ("power shift 5x5", power(["shift_x", "shift_y"]), "image"),
         ("power rotation k=5", power(["rotation"]), "image"),
         ("power 4 bases (sum)", power(["rotation", "scaling", "shift_up", "shift_right"], "sum"), "image"),
-        ("dense", lambda: nn.Linear(c * n * n, c * n * n), "flat"),
+        ("dense", lambda: nn.Linear(c * n * n, c * n * n, device=device), "flat"),
     ]
 
 
@@ -59,22 +67,26 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--channels", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
+    bc.add_device_option(parser)
     args = parser.parse_args()
+    device = bc.device_of(args)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     sizes = (14, 28) if args.quick else (28, 56)
     repeats = 2 if args.quick else args.repeats
     c, b = args.channels, args.batch
     header = f"{'size':>6} {'layer':<22} {'params':>10} {'setup s':>8} {'fwd+bwd ms':>11} {'x conv':>8} {'x dense':>8}"
-    print(f"batch {b}, {c} -> {c} channels, one thread, median of {repeats}")
+    print(f"batch {b}, {c} -> {c} channels, one thread, median of {repeats}, on {bc.describe(device)}")
     print(header)
     print("-" * len(header))
     for n in sizes:
         results = []
-        x_img = torch.randn(b, c, n, n)
-        for name, make, kind in _rows(n, c):
+        x_img = torch.randn(b, c, n, n).to(device)  # seeded on the CPU (the same batch on every device), then placed
+        for name, make, kind in _rows(n, c, device):
+            bc.synchronize(device)
             t0 = time.perf_counter()
             module = make()
+            bc.synchronize(device)
             setup = time.perf_counter() - t0
             x = x_img if kind == "image" else x_img.reshape(b, -1)
             ms = _time(module, x, repeats) * 1000

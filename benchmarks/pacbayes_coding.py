@@ -2,7 +2,9 @@
 thesis's ``ceil(d H) + 2`` and a Huffman code.
 
 Not a ``bench_*`` script of its own: ``bench_pacbayes.py`` calls :func:`coding_table` (and may call
-:func:`overhead_table`); ``python benchmarks/pacbayes_coding.py [--quick]`` prints both.
+:func:`overhead_table`); ``python benchmarks/pacbayes_coding.py [--quick] [--device ...]`` prints both. The coder is
+numpy and constriction code, so everything measured here runs on the CPU: ``--device`` is taken like every
+benchmark's, checked, and changes nothing.
 
 * :func:`coding_table`: the codes of ``d`` N(0, 1) weights under a uniform-initialised ``L``-level quantiser
   (``symkit.pacbayes.Quantizer``), ``d`` in {1e3, 1e4, 1e5, 1e6} (``quick``: up to 1e5), ``L`` in {7, 50}.
@@ -26,6 +28,7 @@ import constriction
 import numpy as np
 import torch
 
+import benchcommon as bc
 from symkit.pacbayes.coding import arithmetic_decode, arithmetic_encode, entropy_bits, huffman_bits
 from symkit.pacbayes.quantize import Quantizer
 
@@ -45,11 +48,17 @@ def _median_seconds(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+#: the first line of each table: where its work runs
+ON_CPU = "on the CPU whatever --device"
+
+
 def coding_table(quick: bool) -> str:
-    """Throughput and size of the coder on quantised Gaussian weights (module docstring), as a text table."""
+    """Throughput and size of the coder on quantised Gaussian weights (module docstring), as a text table with its
+    title."""
     sizes = (10**3, 10**4, 10**5) if quick else (10**3, 10**4, 10**5, 10**6)
     repeats = 1 if quick else 5
-    lines = [f"{'d':>8} {'L':>3} {'H bits/sym':>10} {'encode sym/s':>13} {'MB/s':>7} {'decode sym/s':>13} "
+    lines = [f"entropy coding of quantised N(0,1) weights (ANS coder, constriction; {ON_CPU})",
+             f"{'d':>8} {'L':>3} {'H bits/sym':>10} {'encode sym/s':>13} {'MB/s':>7} {'decode sym/s':>13} "
              f"{'MB/s':>7} {'real bits':>10} {'ceil(dH)+2':>10} {'real-ideal':>10} {'Huffman':>10}"]
     for d in sizes:
         for levels in (7, 50):
@@ -99,10 +108,11 @@ def _range_bits(symbols: np.ndarray) -> tuple[int, int]:
 
 def overhead_table(quick: bool) -> str:
     """``bits - ceil(d H)`` of the ANS coder (symkit's) and of the range coder, min and max over the frequency
-    kinds, ``L`` and seeds (module docstring), per ``d``, as a text table."""
+    kinds, ``L`` and seeds (module docstring), per ``d``, as a text table with its title."""
     rng = np.random.default_rng(0)
     seeds = 2 if quick else 6
-    lines = [f"{'d':>7} {'cases':>6} {'ANS min':>8} {'ANS max':>8} {'range min':>10} {'range max':>10} "
+    lines = [f"bits - ceil(d H): ANS (symkit) vs range coder, shuffled sequences ({ON_CPU})",
+             f"{'d':>7} {'cases':>6} {'ANS min':>8} {'ANS max':>8} {'range min':>10} {'range max':>10} "
              f"{'range words max':>15}"]
     for d in (100, 1000, 10**4, 10**5):
         ans, trimmed, whole = [], [], []
@@ -125,12 +135,12 @@ def overhead_table(quick: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    bc.add_device_option(parser, cpu_only="all of this benchmark (numpy, constriction)")
     args = parser.parse_args()
+    bc.device_of(args)
     torch.set_num_threads(1)
-    print("entropy coding of quantised N(0,1) weights (ANS coder, constriction)")
     print(coding_table(args.quick))
     print()
-    print("bits - ceil(d H): ANS (symkit) vs range coder, shuffled sequences")
     print(overhead_table(args.quick))
 
 

@@ -90,10 +90,8 @@ def test_the_metrics_of_a_perfect_and_a_constant_model():
     assert torch.equal(pred, data.states[:, :1].expand_as(pred))
 
 
-pytest.importorskip("gymnasium")
-
-
 def test_random_policy_rollouts_are_seeded_and_never_terminate():
+    pytest.importorskip("gymnasium")
     from symkit.rl.transitions import collect_rollouts
 
     p = preset("Hopper")

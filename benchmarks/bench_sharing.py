@@ -6,8 +6,14 @@ reports the process's peak resident memory during inference (the CPU analogue of
 its increase over the resident size just before inference. Prints one table; ratios are relative to the
 learned-sharing model.
 
+``--device`` trains and times every model on that device (data, models and Augerino's sampling generator, as
+``symkit reproduce sharing-sum --device`` does); each timed run of forward passes starts and ends with the device
+idle, and the memory columns are then the CUDA allocator's peak during inference and its rise (on MPS, the driver's
+allocation after inference and its rise). The fits are not mixed precision, so neither is this benchmark.
+
     python benchmarks/bench_sharing.py            # the Table A1 setting, reduced to fit 2 CPU cores
     python benchmarks/bench_sharing.py --quick    # a smoke run in well under a minute
+    python benchmarks/bench_sharing.py --device cuda
 """
 
 from __future__ import annotations
@@ -23,17 +29,21 @@ import time
 
 import torch
 
+import benchcommon as bc
+from symkit import runtime
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def build(kind: str, cfg_dict: dict, labels: list[int] | None, samples: int) -> torch.nn.Module:
+    """The model of one row, on the current run's device (``runtime.using``)."""
     from symkit.discover.baselines import AugerinoPermutation
     from symkit.experiments.sharing_sum import SumSharingConfig, _net
 
     cfg = SumSharingConfig(**cfg_dict)
     if kind == "ours":
         return _net(cfg, labels, seed=0)
-    return AugerinoPermutation(_net(cfg, None, seed=0), cfg.length, n_samples=samples)
+    return AugerinoPermutation(_net(cfg, None, seed=0), cfg.length, n_samples=samples, device=runtime.device())
 
 
 def _status_kib(field: str) -> int:
@@ -49,26 +59,39 @@ def measure(spec_path: str) -> None:
 
     ``ru_maxrss`` is inherited across fork and exec, so the peak is read from ``VmHWM`` after resetting it through
     ``/proc/self/clear_refs``; ``peak_mib`` is the process's peak during inference, ``delta_mib`` its increase over
-    the resident size just before inference.
+    the resident size just before inference. On a GPU they are the device's memory instead (module docstring).
     """
     with open(spec_path) as f:
         spec = json.load(f)
     torch.set_num_threads(1)
-    model = build(spec["kind"], spec["cfg"], spec["labels"], spec["samples"])
-    model.load_state_dict(torch.load(spec["state"]))
+    device = torch.device(spec["device"])
+    with runtime.using(runtime.RunSettings(device=spec["device"])):
+        model = build(spec["kind"], spec["cfg"], spec["labels"], spec["samples"])
+    model.load_state_dict(torch.load(spec["state"], map_location=device))
     model.eval()
-    tokens = torch.load(spec["tokens"])
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset the peak-RSS counter of this process
-    before = _status_kib("VmRSS")
+    tokens = torch.load(spec["tokens"], map_location=device)
+    memory = None
+    if device.type == "cpu":
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the peak-RSS counter of this process
+        before = _status_kib("VmRSS")
+    else:
+        memory = bc.MemoryRise(device)
     with torch.no_grad():
         model(tokens)  # warm-up
+        bc.synchronize(device)
         t0 = time.perf_counter()
         for _ in range(spec["repeats"]):
             model(tokens)
+        bc.synchronize(device)
         dt = (time.perf_counter() - t0) / spec["repeats"]
-    peak = _status_kib("VmHWM")
-    print(json.dumps({"ms": dt * 1000, "peak_mib": peak / 1024, "delta_mib": (peak - before) / 1024}))
+    if memory is None:
+        peak = _status_kib("VmHWM")
+        out = {"peak_mib": peak / 1024, "delta_mib": (peak - before) / 1024}
+    else:
+        delta = memory.mb()
+        out = {"peak_mib": memory.before / 2**20 + delta, "delta_mib": delta}
+    print(json.dumps({"ms": dt * 1000, **out}))
 
 
 def main() -> None:
@@ -80,12 +103,19 @@ def main() -> None:
     parser.add_argument("--embed", type=int, default=100, help="embedding width (paper: 500)")
     parser.add_argument("--outer-steps", type=int, default=100, help="outer (hypergradient) steps of the search")
     parser.add_argument("--refit-steps", type=int, default=1500, help="Adam steps for every fit on T and V")
+    bc.add_device_option(parser)
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
         measure(args.measure)
         return
+    device = bc.device_of(args)
+    with runtime.using(bc.settings(args)):
+        run(args, device)
 
+
+def run(args: argparse.Namespace, device: torch.device) -> None:
+    """Train every model on ``device`` (the current run settings), then time each in a fresh subprocess."""
     os.environ.setdefault("SYMKIT_PROGRESS", "0")
     torch.set_num_threads(1)
     from symkit.actions.partition import partition_distance
@@ -120,7 +150,7 @@ def main() -> None:
         state = os.path.join(tmp, f"{name}.pt")
         torch.save(model.state_dict(), state)
         spec = {"kind": kind, "cfg": dataclasses.asdict(cfg), "labels": labels, "samples": samples, "state": state,
-                "tokens": tokens_path, "repeats": repeats}
+                "tokens": tokens_path, "repeats": repeats, "device": str(device)}
         spec_path = os.path.join(tmp, f"{name}.json")
         with open(spec_path, "w") as f:
             json.dump(spec, f)
@@ -139,15 +169,16 @@ def main() -> None:
            f"PD={partition_distance(labels, s.labels_gt)}, {len(set(labels.tolist()))} clusters")
     for n in counts:
         t0 = time.time()
-        aug = AugerinoPermutation(_net(cfg, None, seed=0), cfg.length, n_samples=n)
-        aug.generator = torch.Generator().manual_seed(cfg.seed)
+        aug = AugerinoPermutation(_net(cfg, None, seed=0), cfg.length, n_samples=n, device=device)
+        aug.generator = torch.Generator(device=device).manual_seed(cfg.seed)
         fit_model_parameters(aug, lambda m: l1(m, s, "trainval") + m.regularizer(), lambda m: l1(m, s, "hyper"),
                              steps=cfg.refit_steps, lr=1e-3, patience=cfg.refit_patience)
         record(f"Augerino ({n} transformations)", "augerino", aug, None, n, time.time() - t0)
 
     ref = rows[0]
     print(f"\nsum of numbers, length {cfg.length}, embed {cfg.embed}, hidden {cfg.hidden}; inference on a batch of "
-          f"{args.batch}, mean of {repeats} runs, 1 thread\n")
+          f"{args.batch}, mean of {repeats} runs, 1 thread, on {bc.describe(device)}"
+          + ("" if device.type == "cpu" else f"; memory: {bc.MemoryRise.what(device)}") + "\n")
     header = (f"{'method':34s} {'test l2':>9s} {'x ours':>7s} {'infer ms':>9s} {'x ours':>7s} "
               f"{'peak MiB':>9s} {'+infer MiB':>10s} {'train s':>8s}  note")
     print(header)

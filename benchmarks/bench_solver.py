@@ -1,6 +1,6 @@
 """Equivariant-basis solver benchmark: symkit against the reference emlp package, measured in the same run.
 
-Run: ``.venv/bin/python benchmarks/bench_solver.py [--quick] [--no-tables] [--emlp-timeout S]``.
+Run: ``.venv/bin/python benchmarks/bench_solver.py [--quick] [--no-tables] [--emlp-timeout S] [--device ...]``.
 
 For each case it times a cold solve (in-memory and disk caches off) of the full orthonormal basis Q in symkit, and
 the same call in emlp 1.0.3 in a fresh subprocess of its own interpreter (``.bench/emlp-venv``, JAX import and
@@ -10,6 +10,9 @@ generators, as for the Rubik's cube, the subspaces may legitimately differ). Big
 the lazy projector of rep >> rep and applying it to one vector. Finally all cells of Tables A.1-A.8 (and the extra
 facts) are computed with ``rank()``, including the Rubik's cube T4, and the total is printed. Timings on a shared
 machine are noisy; compare the ratios of one run.
+
+Everything timed here is float64 numpy / scipy work (basis solves, lazy projectors, ranks), which runs on the CPU:
+``--device`` is taken like every benchmark's and checked, and the output says the work ran on the CPU.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ os.environ.setdefault("SYMKIT_PROGRESS", "0")
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+import benchcommon as bc  # noqa: E402
 from symkit.experiments.thesis_tables import compute_rank, thesis_cells  # noqa: E402
 from symkit.groups import O13, SO, SU, O, RubiksCube, S, SO11p, SO13p, Sp, Z  # noqa: E402,F401
 from symkit.reps import T, V, clear_memory_cache  # noqa: E402,F401
@@ -142,8 +146,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a few cases only")
     ap.add_argument("--no-tables", action="store_true", help="skip the all-tables timing")
     ap.add_argument("--emlp-timeout", type=float, default=600.0)
+    bc.add_device_option(ap, cpu_only="all of this benchmark (float64 numpy / scipy basis solves)")
     args = ap.parse_args()
+    device = bc.device_of(args)
     threadpool_limits(1)
+    print("basis solves, projectors and ranks: float64 numpy / scipy, on the CPU"
+          + ("" if device.type == "cpu" else f" (--device {args.device} does not apply to them)"))
     print(f"emlp interpreter: {EMLP_PY if EMLP_PY.exists() else 'emlp not installed'}")
     print("threads: symkit 1 (threadpoolctl: BLAS); emlp 1 (" + ", ".join(f"{k}={v}" for k, v in PINNED_ENV.items())
           + ")")

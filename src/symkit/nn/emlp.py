@@ -85,6 +85,13 @@ def _param_dtype(module: nn.Module) -> torch.dtype | None:
     return None
 
 
+def _autocast_dtype(x: torch.Tensor) -> bool:
+    """Whether ``x`` has the dtype of an autocast region active on its device (mixed precision: a layer's output
+    there may be bfloat16 while the parameters stay float32)."""
+    kind = x.device.type
+    return torch.is_autocast_enabled(kind) and x.dtype == torch.get_autocast_dtype(kind)
+
+
 def check_input(who: Callable[[], str], module: nn.Module, x: Any, size: int) -> None:
     """One-line errors for inputs a layer cannot take: not a tensor, a dtype other than the parameters', or a
     last dimension other than ``size``. ``who()`` names the layer; it is called only to word an error (so a
@@ -95,7 +102,7 @@ def check_input(who: Callable[[], str], module: nn.Module, x: Any, size: int) ->
             f"convert it with torch.as_tensor(x, dtype=torch.float32)"
         )
     dt = _param_dtype(module)
-    if dt is not None and x.dtype != dt:
+    if dt is not None and x.dtype != dt and not _autocast_dtype(x):
         raise TypeError(
             f"{who()} has {str(dt).removeprefix('torch.')} parameters but the input is "
             f"{str(x.dtype).removeprefix('torch.')}; convert it with x.to({dt})"

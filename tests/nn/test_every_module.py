@@ -103,6 +103,14 @@ def _sum_net(**f):
     return SumOfNumbersNet(4, vocab=11, embed=8, hidden=6, **f)
 
 
+def _mae(**f):
+    from symkit.experiments.lee_rotmnist import MaskedAutoencoder
+    from symkit.nn.vision import ViT
+
+    vit = ViT(1, 4, image_size=8, patch=4, dim=8, depth=1, heads=2, **f)
+    return MaskedAutoencoder(vit, 4, decoder_dim=8, decoder_depth=1, heads=2, **f)
+
+
 def _b(path, *args, **kw):
     module, name = path.rsplit(".", 1)
 
@@ -256,6 +264,10 @@ EXAMPLES = {
     "symkit.pacbayes.projectors.FiLMKronProjector": (_projector("film+kron"), lambda **f: torch.randn(5, **f)),
     "symkit.pacbayes.quantize.Quantizer": (_b("symkit.pacbayes.quantize.Quantizer", 7), _vector(20)),
     "symkit.pacbayes.subspace.SubspaceModel": (_subspace, _image()),
+    "symkit.measure.zoo.BlurPool2d": (_b("symkit.measure.zoo.BlurPool2d"), _image(2)),
+    "symkit.measure.zoo.TinyConvNet": (_b("symkit.measure.zoo.TinyConvNet", 1, 4, width=2, blur=True), _image()),
+    "symkit.measure.zoo.Normalize": (_b("symkit.measure.zoo.Normalize", (0.5, 0.4), (0.2, 0.3)), _image(2)),
+    "symkit.experiments.lee_rotmnist.MaskedAutoencoder": (_mae, _image(1, 8)),
 }
 
 #: private helpers and abstract bases, and the example that builds them
@@ -273,7 +285,7 @@ COVERED_BY = {
 }
 
 #: modules without parameters or buffers of their own take no factory keywords (PyTorch's pooling layers do not)
-NO_FACTORY = {"symkit.nn.vision.GlobalAvgPool", "symkit.nn.vision.TokenMean", "symkit.nn.vision.ClassToken",
+NO_FACTORY = {"symkit.nn.vision.GlobalAvgPool", "symkit.measure.zoo.BlurPool2d", "symkit.nn.vision.TokenMean", "symkit.nn.vision.ClassToken",
               "symkit.nn.relaxed.container.RelaxedLayer"}
 
 

@@ -35,6 +35,7 @@ from symkit import runtime
 from symkit.experiments.fields import Count, CountOrZero, Fraction, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 from symkit.measure import lee
+from symkit.nn._factory import Resettable, place
 from symkit.nn.vision import ViT, ViTBlock
 from symkit.train import Trainer, predict
 
@@ -98,7 +99,7 @@ def patchify(x: Tensor, patch: int) -> Tensor:
     return x.reshape(B, C, h, patch, w, patch).permute(0, 2, 4, 3, 5, 1).reshape(B, h * w, patch * patch * C)
 
 
-class MaskedAutoencoder(nn.Module):
+class MaskedAutoencoder(Resettable, nn.Module):
     """A masked autoencoder (He et al. 2021) around a :class:`~symkit.nn.vision.ViT`: the ViT's patch embedding,
     class token, position embedding, blocks and final norm encode the visible patches (a random ``1 - mask_ratio``
     of them per image); a small transformer decoder gets the encoded tokens and a shared mask token at every hidden
@@ -106,7 +107,8 @@ class MaskedAutoencoder(nn.Module):
     forward pass returns each image's mean squared error over its hidden patches."""
 
     def __init__(self, vit: ViT, patch: int, in_channels: int = 1, decoder_dim: int = 64, decoder_depth: int = 2,
-                 heads: int = 4, mask_ratio: float = 0.75) -> None:
+                 heads: int = 4, mask_ratio: float = 0.75, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
         if not 0 < mask_ratio < 1:
             raise ValueError(f"mask_ratio must be in (0, 1), got {mask_ratio!r}")
@@ -118,6 +120,7 @@ class MaskedAutoencoder(nn.Module):
         self.decoder = nn.Sequential(*[ViTBlock(decoder_dim, heads, 2 * decoder_dim) for _ in range(decoder_depth)])
         self.decoder_norm = nn.LayerNorm(decoder_dim)
         self.predict = nn.Linear(decoder_dim, patch * patch * in_channels)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         tokens = self.vit.embed(x)
@@ -125,7 +128,7 @@ class MaskedAutoencoder(nn.Module):
         pos = self.vit.tokens.pos
         tokens = tokens + pos[:, 1:]
         keep = max(1, int(round(N * (1 - self.mask_ratio))))
-        order = torch.rand(B, N, device=x.device).argsort(1)
+        order = torch.rand(B, N, device=x.device, dtype=x.dtype).argsort(1)
         restore = order.argsort(1)
         visible = tokens.gather(1, order[:, :keep, None].expand(-1, -1, D))
         cls = (self.vit.tokens.cls + pos[:, :1]).expand(B, -1, -1)

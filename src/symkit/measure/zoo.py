@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from symkit.measure.eqt import EQTResult, LayerwiseEQT, eqt, layerwise_eqt
 from symkit.measure.layerwise import LayerwiseResult, _default_leaf_types, layerwise_lie_derivative
 from symkit.measure.lie import LEEResult, lee
+from symkit.nn._factory import Resettable, factory, place
 from symkit.nn.vision import GlobalAvgPool, MLPMixer, ViT
 
 __all__ = [
@@ -77,25 +78,23 @@ EXACT_EQT = 1e-10
 # ------------------------------------------------------------------------------------------------ small models
 class BlurPool2d(nn.Module):
     """Anti-aliased stride-2 subsampling (Zhang 2019): a fixed binomial ``[1, 2, 1]^2 / 16`` low-pass filter per
-    channel, reflection padding, then every second pixel (Fig. 4.6, case study 1)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        k = torch.tensor([1.0, 2.0, 1.0])
-        self.register_buffer("kernel", (k[:, None] * k[None, :] / 16)[None, None], persistent=False)
+    channel, reflection padding, then every second pixel (Fig. 4.6, case study 1). The filter is made in the input's
+    dtype and on its device (the layer holds no tensor of its own)."""
 
     def forward(self, x: Tensor) -> Tensor:
         c = x.shape[1]
-        w = self.kernel.to(dtype=x.dtype, device=x.device).expand(c, 1, 3, 3)
+        k = torch.tensor([1.0, 2.0, 1.0], dtype=x.dtype, device=x.device)
+        w = (k[:, None] * k[None, :] / 16).expand(c, 1, 3, 3)
         return F.conv2d(F.pad(x, (1, 1, 1, 1), mode="reflect"), w, stride=2, groups=c)
 
 
-class TinyConvNet(nn.Module):
+class TinyConvNet(Resettable, nn.Module):
     """Three conv3x3-BN-ReLU stages (widths w, 2w, 4w) with stride-2 downsampling between them, global average
     pooling and a linear head. ``blur=True`` downsamples with max pooling at stride 1 followed by
     :class:`BlurPool2d` (Zhang 2019's MaxBlurPool) instead of stride-2 max pooling."""
 
-    def __init__(self, in_channels: int = 3, num_classes: int = 10, width: int = 8, blur: bool = False) -> None:
+    def __init__(self, in_channels: int = 3, num_classes: int = 10, width: int = 8, blur: bool = False,
+                 device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         c_in = in_channels
@@ -108,6 +107,7 @@ class TinyConvNet(nn.Module):
         self.features = nn.Sequential(*layers)
         self.pool = GlobalAvgPool()
         self.head = nn.Linear(c_in, num_classes)
+        place(self, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.head(self.pool(self.features(x)))
@@ -148,10 +148,13 @@ ZOO: dict[str, tuple[Callable[..., nn.Module], dict[str, Any]]] = {
 class Normalize(nn.Module):
     """``(x - mean) / std`` per channel: the input normalisation a pretrained model expects, as its own layer."""
 
-    def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
+    def __init__(self, mean: Sequence[float], std: Sequence[float], device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        self.register_buffer("mean", torch.tensor([float(m) for m in mean])[None, :, None, None], persistent=False)
-        self.register_buffer("std", torch.tensor([float(s) for s in std])[None, :, None, None], persistent=False)
+        f = factory(device, dtype)
+        self.register_buffer("mean", torch.tensor([float(m) for m in mean], **f)[None, :, None, None],
+                             persistent=False)
+        self.register_buffer("std", torch.tensor([float(s) for s in std], **f)[None, :, None, None], persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
         return (x - self.mean.to(x.dtype)) / self.std.to(x.dtype)

@@ -135,10 +135,10 @@ def perp_hessian_eigs(
 
     def op(shift: float) -> LinearOperator:
         def mv(x: np.ndarray) -> np.ndarray:
-            v = torch.as_tensor(np.asarray(x).reshape(-1), dtype=torch.float64)
+            v = torch.as_tensor(np.asarray(x).reshape(-1), dtype=torch.float64, device=w.device)
             pv = perp(v)
             out = perp(hvp(pv)) + shift * (v - pv)
-            return out.numpy()
+            return out.cpu().numpy()
 
         return LinearOperator((n, n), matvec=mv, dtype=np.float64)
 

@@ -13,6 +13,9 @@ by the number of batches K) and one plain gradient-descent step ``A <- A - lr * 
 ``penalty=gamma`` adds gamma ||A - Pi_E A||^2 (§4.2) to the loss of any mode. The tracker records, per layer, the
 distance travelled ||A - A^0|| and the distance to E ||A - Pi_E A|| (Frobenius), and their totals as the square root
 of the sum of squared layer norms (not the reference code's fourth-power sum, notes A.7.5 item 5).
+
+A smoke run (:mod:`symkit.runtime`) takes one step over the first two mini-batches (of all N passes, for
+``"augmented"``). Models and data may be on any device; they must be on the same one.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from symkit import runtime
 from symkit.actions.grid import act
 from symkit.dynamics.model import ProjectNet
 from symkit.train import Trainer
@@ -111,22 +115,21 @@ def full_batch_gradient(
     total = 0.0
     if mode == "augmented" and exact:
         elements = list(model.action_in.elements())
-        for sl in slices:
+        for sl in runtime.limit_batches(slices):
             for g in elements:
                 xg, yg = _transform(model, X[sl], Y[sl], g)
                 value = fn(model(xg), yg) / (K * len(elements))
                 value.backward()
                 total += float(value.detach())
     elif mode == "augmented":
-        for _ in range(aug_passes):
-            for sl in slices:
-                g = model.action_in.sample(generator)
-                xg, yg = _transform(model, X[sl], Y[sl], g)
-                value = fn(model(xg), yg) / (K * aug_passes)
-                value.backward()
-                total += float(value.detach())
+        for sl in runtime.limit_batches(sl for _ in range(aug_passes) for sl in slices):
+            g = model.action_in.sample(generator)
+            xg, yg = _transform(model, X[sl], Y[sl], g)
+            value = fn(model(xg), yg) / (K * aug_passes)
+            value.backward()
+            total += float(value.detach())
     else:
-        for sl in slices:
+        for sl in runtime.limit_batches(slices):
             value = fn(model(X[sl]), Y[sl]) / K
             value.backward()
             total += float(value.detach())

@@ -328,9 +328,9 @@ def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval
     remaining = steps - int(model.num_timesteps)
     if remaining > 0:
         model.learn(remaining, callback=callback, reset_num_timesteps=result.resumed_from == 0)
-        result.seconds += time.perf_counter() - callback.start
         if ckpt is not None:
             callback.save()
+        result.seconds += time.perf_counter() - callback.start
         if not keep_replay:
             (ckpt / "replay.pkl").unlink(missing_ok=True)
     env.close()

@@ -163,15 +163,20 @@ class TransitionModel(nn.Module):
     def __init__(self, net: nn.Module, preset: LocomotionPreset, data: Rollouts, max_rms: float = 5.0) -> None:
         super().__init__()
         self.net, self.preset, self.max_rms = net, preset, float(max_rms)
-        dtype = next(p.dtype for p in net.parameters() if p.is_floating_point())
+        param = next(p for p in net.parameters() if p.is_floating_point())
+        dtype, device = param.dtype, param.device
         x = data.states[:, :-1].reshape(-1, preset.state_size)
         dx = (data.states[:, 1:] - data.states[:, :-1]).reshape(-1, preset.state_size)
         u = data.actions.reshape(-1, preset.action_size)
         stats = {"x": rep_statistics(x, preset.state_rep), "u": rep_statistics(u, preset.action_rep),
                  "d": rep_statistics(dx, preset.state_rep)}
         for key, (mean, scale) in stats.items():
-            self.register_buffer(f"mean_{key}", mean.to(dtype))
-            self.register_buffer(f"scale_{key}", scale.to(dtype))
+            self.register_buffer(f"mean_{key}", mean.to(device=device, dtype=dtype))
+            self.register_buffer(f"scale_{key}", scale.to(device=device, dtype=dtype))
+
+    def reset_parameters(self) -> None:
+        """Re-initialise the network (the statistics are the data's, not drawn)."""
+        self.net.reset_parameters()
 
     def delta(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """The standardised change ``net(z)``, whose entries are of order one; ``z``, the standardised state and
@@ -199,6 +204,10 @@ class _Rollout(nn.Module):
     def __init__(self, model: TransitionModel, horizon: int) -> None:
         super().__init__()
         self.model, self.horizon = model, horizon
+
+    def reset_parameters(self) -> None:
+        """Re-initialise the wrapped transition model's network."""
+        self.model.reset_parameters()
 
     def forward(self, packed: torch.Tensor) -> torch.Tensor:
         ds, da = self.model.preset.state_size, self.model.preset.action_size

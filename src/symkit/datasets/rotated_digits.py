@@ -1,9 +1,12 @@
-"""Rotated and affinely augmented handwritten digits (offline stand-ins for rotated MNIST and augmented 2xMNIST).
+"""Rotated and affinely augmented handwritten digits (rotated MNIST and augmented 2xMNIST, PowerNet §4.2, and their
+offline stand-ins).
 
-The source is scikit-learn's 8x8 digits (:func:`symkit.datasets.digits.load_digits_images`), upsampled to
-``digit_size`` and centred on a ``canvas x canvas`` frame, like MNIST's 20x20 digits on a 28x28 frame. Transforms
-use bilinear ``grid_sample`` with zero fill. Angles are in radians; a positive angle rotates the content
-counter-clockwise as displayed (row 0 at the top), the same sense as ``scipy.ndimage.rotate`` and ``np.rot90``.
+The offline source is scikit-learn's 8x8 digits (:func:`symkit.datasets.digits.load_digits_images`), upsampled to
+``digit_size`` and centred on a ``canvas x canvas`` frame, like MNIST's 20x20 digits on a 28x28 frame;
+:func:`centred_images` also reads MNIST or Fashion-MNIST from the run's data folder. Transforms use bilinear
+``grid_sample`` with zero fill, on the images' device (random draws come from CPU generators, so a seed gives the same
+transforms on every device). Angles are in radians; a positive angle rotates the content counter-clockwise as
+displayed (row 0 at the top), the same sense as ``scipy.ndimage.rotate`` and ``np.rot90``.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import torch.nn.functional as F
 
 from symkit.datasets.digits import load_digits_images
 
-__all__ = ["affine_transform", "augmented_digits", "centred_digits", "rotate_images", "rotated_digits", "split_indices"]
+__all__ = ["affine_transform", "augmented_digits", "centred_digits", "centred_images", "rotate_images",
+           "rotated_digits", "split_indices"]
 
 
 def _check_images(images: torch.Tensor) -> torch.Tensor:
@@ -33,10 +37,10 @@ def affine_transform(images: torch.Tensor, angle: torch.Tensor, scale: torch.Ten
     """
     images = _check_images(images)
     n, _, h, w = images.shape
-    dtype = images.dtype
-    angle = torch.as_tensor(angle, dtype=dtype).reshape(-1).expand(n)
-    scale = torch.as_tensor(scale, dtype=dtype).reshape(-1).expand(n)
-    shift = torch.zeros(n, 2, dtype=dtype) if shift is None else torch.as_tensor(shift, dtype=dtype).reshape(n, 2)
+    f = dict(dtype=images.dtype, device=images.device)
+    angle = torch.as_tensor(angle, **f).reshape(-1).expand(n)
+    scale = torch.as_tensor(scale, **f).reshape(-1).expand(n)
+    shift = torch.zeros(n, 2, **f) if shift is None else torch.as_tensor(shift, **f).reshape(n, 2)
     if (scale <= 0).any():
         raise ValueError("scale must be positive")
     # grid_sample works in normalised (x = column, y = row) coordinates in [-1, 1] (align_corners=False). With y
@@ -69,9 +73,32 @@ def centred_digits(digit_size: int = 20, canvas: int = 28, dtype: torch.dtype = 
     if not isinstance(canvas, int) or not isinstance(digit_size, int) or not 8 <= digit_size <= canvas:
         raise ValueError(f"need ints 8 <= digit_size <= canvas, got digit_size={digit_size!r}, canvas={canvas!r}")
     images, labels = load_digits_images(size=digit_size, dtype=dtype)
-    lo = (canvas - digit_size) // 2
-    hi = canvas - digit_size - lo
-    return F.pad(images, (lo, hi, lo, hi)), labels
+    return _pad_to(images, canvas), labels
+
+
+def _pad_to(images: torch.Tensor, canvas: int) -> torch.Tensor:
+    lo = (canvas - images.shape[-1]) // 2
+    hi = canvas - images.shape[-1] - lo
+    return F.pad(images, (lo, hi, lo, hi))
+
+
+def centred_images(source: str = "digits", split: str = "train", digit_size: int = 20, canvas: int = 28,
+                   dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """Digits of ``source`` resized to ``digit_size`` and zero-padded to the centre of a ``canvas`` frame: the bundled
+    digits (:func:`centred_digits`, one split: ``train``) or ``mnist`` / ``fashion-mnist`` from the run's data folder
+    (:func:`symkit.datasets.sources.load_images`; their 28x28 frames already hold a centred 20x20 digit)."""
+    if source == "digits":
+        if split != "train":
+            raise ValueError("the bundled digits have one split: load split='train' and split it yourself")
+        return centred_digits(digit_size, canvas, dtype)
+    if source not in ("mnist", "fashion-mnist"):
+        raise ValueError(f"source must be 'digits', 'mnist' or 'fashion-mnist', got {source!r}")
+    if not isinstance(canvas, int) or not isinstance(digit_size, int) or not 1 <= digit_size <= canvas:
+        raise ValueError(f"need ints 1 <= digit_size <= canvas, got digit_size={digit_size!r}, canvas={canvas!r}")
+    from symkit.datasets.sources import load_images
+
+    images, labels = load_images(source, split, size=digit_size, dtype=dtype)
+    return _pad_to(images, canvas), labels
 
 
 def split_indices(n: int, test_fraction: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,9 +119,10 @@ def rotated_digits(images: torch.Tensor, copies: int = 1, max_angle: float = mat
     images = _check_images(images)
     if not isinstance(copies, int) or copies < 1:
         raise ValueError(f"copies must be a positive int, got {copies!r}")
-    idx = torch.arange(images.shape[0]).repeat(copies)
+    idx = torch.arange(images.shape[0], device=images.device).repeat(copies)
     angles = (torch.rand(idx.numel(), generator=generator, dtype=torch.float64) * 2 - 1) * max_angle
-    return rotate_images(images[idx], angles.to(images.dtype)), angles.to(images.dtype), idx
+    angles = angles.to(dtype=images.dtype, device=images.device)
+    return rotate_images(images[idx], angles), angles, idx
 
 
 def augmented_digits(images: torch.Tensor, copies: int = 1, scale_range: tuple[float, float] = (0.8, 1.2),
@@ -111,11 +139,11 @@ def augmented_digits(images: torch.Tensor, copies: int = 1, scale_range: tuple[f
     lo, hi = scale_range
     if not 0 < lo <= hi:
         raise ValueError(f"scale_range must satisfy 0 < low <= high, got {scale_range!r}")
-    idx = torch.arange(images.shape[0]).repeat(copies)
+    idx = torch.arange(images.shape[0], device=images.device).repeat(copies)
     m = idx.numel()
     u = torch.rand(m, 4, generator=generator, dtype=torch.float64)
     angle = (u[:, 0] * 2 - 1) * max_angle
     scale = lo + (hi - lo) * u[:, 1]
     shift = (u[:, 2:] * 2 - 1) * max_shift
-    dt = images.dtype
-    return affine_transform(images[idx], angle.to(dt), scale.to(dt), shift.to(dt)), idx
+    f = dict(dtype=images.dtype, device=images.device)  # drawn in float64 on the CPU, then placed
+    return affine_transform(images[idx], angle.to(**f), scale.to(**f), shift.to(**f)), idx

@@ -14,8 +14,7 @@ files in the run's data folder (:func:`symkit.datasets.sources.load_images`); no
 - :func:`transformed_mnist`: rotated / translated MNIST (§6.3, F.5): fixed per image, ±8 pixels on 28x28, then
   resized to 32x32.
 - :func:`colour_digits`: three-channel images for the CIFAR-10 experiments at CI and default size: every digit in a
-  random colour at a random place on a noisy background of another colour, so that, as on CIFAR-10, the class does
-  not depend on where the object is.
+  random light colour, shifted a little from the centre, on a noisy dark background of another colour.
 """
 
 from __future__ import annotations
@@ -183,21 +182,23 @@ def transformed_mnist(transform: str = "rotated", max_shift: int = 8, n_train: i
     return xtr, out[1], xte, out[3]
 
 
-def colour_digits(canvas: int = 16, digit_size: int = 8, n_test: int = 497, seed: int = 0, noise: float = 0.1
-                  ) -> Split:
-    """The CIFAR-10 stand-in: ``(N, 3, canvas, canvas)`` images of the 1,797 bundled digits, each digit in a random
-    colour at a random integer offset on a background of another random colour (every channel at least 0.25 away
-    from the digit's) plus Gaussian pixel noise of standard deviation ``noise``; the label is the digit. Drawn per
-    image from ``seed``, split as :func:`quadrant_digits` does (``n_test`` test images) and standardised per
-    channel with train statistics (as CIFAR-10 is)."""
+def colour_digits(canvas: int = 16, digit_size: int = 8, n_test: int = 497, seed: int = 0, noise: float = 0.1,
+                  max_shift: int = 2) -> Split:
+    """The CIFAR-10 stand-in: ``(N, 3, canvas, canvas)`` images of the 1,797 bundled digits, each a light digit of a
+    random colour (every channel in [0.6, 1]) on a dark background of another (every channel in [0, 0.4]), shifted
+    from the centre by integers in ``[-max_shift, max_shift]`` (as objects sit roughly centred in CIFAR-10's
+    images), plus Gaussian pixel noise of standard deviation ``noise``; the label is the digit. Drawn per image from
+    ``seed``, split as :func:`quadrant_digits` does (``n_test`` test images) and standardised per channel with
+    train statistics (as CIFAR-10 is)."""
     if canvas < digit_size:
         raise ValueError(f"canvas ({canvas}) must be at least digit_size ({digit_size})")
     images, labels = load_digits_images(size=digit_size)
     n = len(images)
     gen = torch.Generator().manual_seed(seed + 2)
-    fg = torch.rand(n, 3, 1, 1, generator=gen)
-    bg = (fg + 0.25 + 0.5 * torch.rand(n, 3, 1, 1, generator=gen)) % 1.0
-    offsets = torch.randint(0, canvas - digit_size + 1, (n, 2), generator=gen)
+    bg = 0.4 * torch.rand(n, 3, 1, 1, generator=gen)
+    fg = 0.6 + 0.4 * torch.rand(n, 3, 1, 1, generator=gen)
+    room = canvas - digit_size
+    offsets = (room // 2 + torch.randint(-max_shift, max_shift + 1, (n, 2), generator=gen)).clamp(0, room)
     ink = torch.zeros(n, 1, canvas, canvas)
     for i, (r, c) in enumerate(offsets.tolist()):
         ink[i, :, r:r + digit_size, c:c + digit_size] = images[i]

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from symkit import runtime
 from symkit._checks import require
 from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
@@ -84,13 +85,19 @@ def run(config: SACConfig) -> dict[str, Any]:
 
     _validate(config)
     p = preset(config.env)
+    steps, learning_starts, eval_every = config.steps, config.learning_starts, config.eval_every
+    eval_episodes, checkpoints, buffer_size = config.eval_episodes, checkpoint_dir(config), config.buffer_size
+    if runtime.current().smoke:  # check the set-up only: a few random steps, two updates, no checkpoints to resume
+        learning_starts = min(learning_starts, 64)
+        steps = eval_every = buffer_size = min(steps, learning_starts + (runtime.current().max_batches or 2))
+        eval_episodes, checkpoints = 1, None
     result = train_sac(
-        p, config.model, config.steps, seed=config.seed, eval_every=config.eval_every,
-        eval_episodes=config.eval_episodes, checkpoint_dir=checkpoint_dir(config),
+        p, config.model, steps, seed=config.seed, eval_every=eval_every,
+        eval_episodes=eval_episodes, checkpoint_dir=checkpoints,
         checkpoint_every=config.checkpoint_every, ch=config.ch, num_layers=config.num_layers,
-        learning_starts=config.learning_starts, batch_size=config.batch_size, buffer_size=config.buffer_size,
+        learning_starts=learning_starts, batch_size=config.batch_size, buffer_size=buffer_size,
         lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd)
-    updates = config.steps - config.learning_starts
+    updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),
         "mean_return": area_under_curve(result), "curve_steps": result.steps, "curve_returns": result.returns,

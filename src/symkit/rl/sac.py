@@ -46,6 +46,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.sac.policies import Actor, SACPolicy
 from torch import nn
 
+from symkit import runtime
 from symkit.nn import EMLP, MLP, RPPEMLP
 from symkit.nn.rpp import RPPGatedNonlinearity, RPPLinear
 from symkit.progress import progress_bar
@@ -219,7 +220,7 @@ def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int
         policy_kwargs["optimizer_kwargs"] = {"betas": RPP_BETAS}
     return SAC(SymmetricSACPolicy, env, learning_rate=lr, buffer_size=buffer_size, learning_starts=learning_starts,
                batch_size=batch_size, tau=critic_tau(p, kind) if tau is None else tau, gamma=0.99,
-               ent_coef="auto_1.0", policy_kwargs=policy_kwargs, seed=seed, device="cpu", verbose=0)
+               ent_coef="auto_1.0", policy_kwargs=policy_kwargs, seed=seed, device=runtime.device(), verbose=0)
 
 
 @dataclass
@@ -315,7 +316,7 @@ def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval
         curve = json.loads((ckpt / "curve.json").read_text())
         finished = int(curve["num_timesteps"]) >= steps
         if finished or (ckpt / "replay.pkl").exists():
-            model = SAC.load(ckpt / "sac.zip", env=env, device="cpu")
+            model = SAC.load(ckpt / "sac.zip", env=env, device=runtime.device())
             if not finished:
                 model.load_replay_buffer(ckpt / "replay.pkl")
             result.steps, result.returns = list(curve["steps"]), list(curve["returns"])
@@ -331,7 +332,7 @@ def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval
         if ckpt is not None:
             callback.save()
         result.seconds += time.perf_counter() - callback.start
-        if not keep_replay:
+        if ckpt is not None and not keep_replay:
             (ckpt / "replay.pkl").unlink(missing_ok=True)
     env.close()
     eval_env.close()

@@ -37,7 +37,7 @@ def test_the_paper_scales_are_section_4_2():
     assert (c.canvas, c.digit_size, c.max_shift, c.scale_low, c.scale_high) == (56, 28, 10.0, 0.8, 1.2)
     assert (c.channels, c.num_layers, c.batch_size, c.lr, c.weight_decay) == ((2, 4, 8, 16), 2, 64, 1e-3, 1e-4)
     assert (c.cifar_channels, c.cifar_layers, c.cifar_lr) == ((32,) * 5, 1, 1e-4)
-    assert [p["data"] for p in CLASSIFY.grid(scale="paper")] == ["mnist", "cifar10"]
+    assert [p["data"] for p in CLASSIFY.grid(scale="paper")] == ["cifar10", "mnist"]
     assert ANGLE.make_config().data == CLASSIFY.make_config().data == "digits"  # default and quick: bundled digits
 
 

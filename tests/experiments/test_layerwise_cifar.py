@@ -101,7 +101,7 @@ def test_paper_scale_is_the_papers_cifar_setup(tmp_path):
         cfg = exp.config_at("paper")
         grid = exp.grid(scale="paper")
     assert (cfg.source, cfg.canvas, cfg.alpha, cfg.n_epochs, cfg.augment) == ("cifar10", 32, 10, 4000, "flip+crop")
-    assert {k: getattr(cfg, k) for k in PAPER_OPTIMISER} == PAPER_OPTIMISER
+    assert {k: getattr(cfg, k) for k in PAPER_OPTIMISER} == PAPER_OPTIMISER and cfg.anchor_lr_factor == 1.0
     assert len(grid) == 2 * len(TABLE2) == 22 and grid[0] == {"method": "map", "seed": 0, "model": "conv",
                                                                "learn_omega": False}
     assert len(TABLE4) == 8 and sum(t == "fc" for _, t in TABLE4) == 1

@@ -71,7 +71,7 @@ def run(cfg: LayerwiseRotatedConfig) -> dict:
     xtr, ytr, xte, yte = device_data(*rotated_data(cfg))
     model = RelaxedCNN(1, 10, cfg.alpha, cfg.canvas, cfg.model, combine=cfg.combine, seed=cfg.seed)
     fitted = fit_layerwise(cfg, model.to(xtr.device), xtr, ytr)
-    neg_lml, rows, seconds = fitted.neg_log_marglik, fitted.rows, fitted.seconds
+    res, neg_lml, rows, seconds = fitted.result, fitted.neg_log_marglik, fitted.rows, fitted.seconds
     test = smoke_cut(xte, yte, EVAL_BATCH)
     metrics: dict = {
         "test_acc": 100 * accuracy(model, *test),
@@ -81,6 +81,8 @@ def run(cfg: LayerwiseRotatedConfig) -> dict:
         "n_params": count_parameters(model),
         "effective_types": ",".join(effective_layer_types(rows)),
         "seconds": seconds,
+        "seconds_per_epoch": sum(res.epoch_seconds) / max(1, len(res.epoch_seconds)),
+        "seconds_per_hyper_update": sum(res.hyper_seconds) / len(res.hyper_seconds) if res.hyper_seconds else 0.0,
     }
     for sym in ("fc", "conv", "gconv"):
         vals = [100 * r["relative"] for r in rows if r["symmetry"] == sym]

@@ -106,3 +106,14 @@ def test_a_bare_cuda_device_becomes_one_gpu_per_pool_worker(monkeypatch):
     assert sweep._placed({"device": "cpu"}).device == "cpu"
     monkeypatch.setattr(sweep, "_WORKER_SLOT", None)  # the driver (local executor) keeps what it was given
     assert sweep._placed({"device": "cuda"}).device == "cuda"
+
+
+def test_a_report_labels_scales_without_the_data_folder_a_paper_config_checks_for(tmp_path, monkeypatch):
+    from symkit.experiments.registry import get_experiment
+
+    monkeypatch.delenv("SYMKIT_DATA", raising=False)
+    exp = get_experiment("pac-bayes-digits")  # its paper scale names a missing data folder when a config is made
+    quick = plan(exp, scale="quick")[0]
+    from symkit.runner.report import scale_of
+
+    assert scale_of(exp, quick.config) == "quick"

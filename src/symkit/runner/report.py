@@ -43,7 +43,8 @@ def scale_of(experiment: Experiment, config: Mapping[str, Any]) -> str:
     fixed = [k for k in experiment.field_names() if k not in swept and k in config]
 
     def matches(scale: str) -> bool:
-        reference = experiment.config_at(scale)
+        # the scale's values only: no validation, which may look for data files a report does not read
+        reference = experiment.config(**experiment.scale_overrides(scale))
         return all(canonical_json(config[k]) == canonical_json(getattr(reference, k)) for k in fixed)
 
     if experiment.paper_scale is not None and matches("paper"):

@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", "docs/actions.md", "docs/train.md", "docs/core.md", "docs/emlp.md", "docs/cli.md",
-         "docs/marglik.md", "docs/development.md", "docs/ode.md", "docs/pacbayes.md"]
+         "docs/marglik.md", "docs/development.md", "docs/ode.md", "docs/pacbayes.md", "docs/scale.md"]
 
 
 def _blocks(page: str) -> list[str]:

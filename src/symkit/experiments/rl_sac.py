@@ -13,7 +13,8 @@ policy and curve there.
 
 The full size is the thesis's: 10^6 steps, updates from step 10^4, 4 seeds, the six environments of Table A.10 (the
 thesis ran RPP on Humanoid and reports that its critic never trained). That is about 8 GPU-hours a run in the
-thesis; on CPU the RPP takes about 40 ms a step, so full runs are for better machines or Ray sweeps. The quick size
+thesis; on two shared CPU cores a step takes about 0.1 s with the RPP (0.05 s with the MLP), so full runs are for
+better machines or Ray sweeps. The quick size
 takes 600 steps of Hopper at 64 channels (updates from step 300), enough to check the set-up, not to learn.
 Measured figures: docs/rl.md.
 """

@@ -78,6 +78,7 @@ def test_import_experiment_imports_the_module_that_registers_it(monkeypatch):
     # the real registry without the toy (a stand-in dict would keep what discovery imports here, and modules
     # register only when first imported)
     monkeypatch.delitem(registry._REGISTRY, "cli-toy", raising=False)
+    monkeypatch.delitem(registry._REGISTRY, "cli-toy-scaled", raising=False)  # the module registers both
     exp = import_experiment("cli-toy", "symkit_cli_toy")
     assert exp.name == "cli-toy" and exp.config.__name__ == "ToyConfig"
     with pytest.raises(KeyError, match="no experiment named 'cli-none'; valid names: .*cli-toy"):

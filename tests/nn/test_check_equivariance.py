@@ -14,6 +14,7 @@ from symkit.groups import SO, S
 from symkit.nn import EMLP, EquivariantLinear
 from symkit.nn._equivariance import parameter_like
 from symkit.nn.emlp import BiLinear, EMLPBlock, GatedNonlinearity, gated
+from symkit.nn.groupconv import P4CNN, P4BatchNorm2d, P4Conv2d, P4LiftConv2d
 from symkit.nn.powernet import PowerLayer
 from symkit.nn.powernet.bases import GridShift, Rot90
 from symkit.nn.relaxed import RelaxedLayer
@@ -49,9 +50,21 @@ def _grid_family(dtype):
     return [conv, layer, power, net, shared]
 
 
+def _p4_family(dtype):
+    torch.manual_seed(0)
+    norm = P4BatchNorm2d(3, dtype=dtype)
+    with torch.no_grad():  # running statistics and affine parameters that differ per filter
+        norm.running_mean.uniform_(-1, 1)
+        norm.running_var.uniform_(0.5, 2)
+        norm.weight.uniform_(0.5, 2)
+        norm.bias.uniform_(-1, 1)
+    return [P4LiftConv2d(2, 3, dtype=dtype), P4Conv2d(3, 2, 5, dtype=dtype), norm,
+            P4CNN(1, 4, width=2, stages=2, dtype=dtype)]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_layers_equivariant_by_construction_pass(dtype):
-    for layer in _emlp_family(dtype) + _grid_family(dtype):
+    for layer in _emlp_family(dtype) + _grid_family(dtype) + _p4_family(dtype):
         err = layer.check_equivariance()
         computes_in = parameter_like(layer)[1]  # a layer without parameters computes in the default dtype
         assert computes_in == dtype or not any(p.is_floating_point() for p in layer.parameters())
@@ -75,7 +88,7 @@ def _add_a_non_equivariant_part(layer, size=1e-3):
 
 
 def test_a_small_non_equivariant_part_fails_in_every_family():
-    for layer in _emlp_family(torch.float32) + _grid_family(torch.float32):
+    for layer in _emlp_family(torch.float32) + _grid_family(torch.float32) + _p4_family(torch.float32):
         assert layer.check_equivariance() < 1e-5
         _add_a_non_equivariant_part(layer)
         with pytest.raises(AssertionError, match="not equivariant"):

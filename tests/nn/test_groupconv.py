@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from symkit.actions import P4Maps, Rotations90, act
 from symkit.nn.groupconv import P4CNN, P4BatchNorm2d, P4Conv2d, P4LiftConv2d, rotate_p4
 from symkit.nn.vision import SmallCNN
 
@@ -83,3 +84,37 @@ def test_bad_input_is_named():
         P4CNN()(torch.zeros(1, 1, 8, 6))
     with pytest.raises(ValueError, match="width must be an int >= 1"):
         P4CNN(width=0)
+
+
+def test_the_p4_map_action_is_rotate_p4_and_a_group_action_of_the_quarter_turns():
+    f = _x(2, 12, 5, 5)
+    maps = P4Maps(5, 3)
+    assert maps.group_key == Rotations90(5).group_key and maps.flows() == ()
+    for k in range(4):
+        assert torch.equal(act(maps, f, (0, 0, k)), rotate_p4(f, k))
+    # rho(g) rho(h) = rho(gh) and rho(g^-1) undoes rho(g), through the flat permutations
+    g, h = (0, 0, 1), (0, 0, 3)
+    assert torch.equal(act(maps, act(maps, f, h), g), act(maps, f, maps.compose(g, h)))
+    assert torch.equal(act(maps, act(maps, f, g), maps.inverse(g)), f)
+    with pytest.raises(ValueError, match="grid shape"):
+        act(maps, _x(2, 8, 5, 5), g)
+
+
+def test_check_equivariance_builds_the_actions_for_the_input_size():
+    torch.manual_seed(0)
+    lift = P4LiftConv2d(2, 3, dtype=torch.float64)
+    action_in, action_out = lift.declared_symmetry(7)
+    assert action_in.shape == (7, 7) and action_out.shape == (12, 7, 7)
+    assert lift.check_equivariance(_x(3, 2, 11, 11)) < 1e-13
+    with pytest.raises(ValueError, match="square"):
+        lift.check_equivariance(_x(3, 2, 8, 9))
+
+
+def test_the_p4cnn_check_runs_in_eval_mode_restores_the_mode_and_fails_where_pooling_breaks_the_symmetry():
+    torch.manual_seed(0)
+    model = P4CNN(1, 4, width=2, stages=2, dtype=torch.float64).train()
+    before = [b.clone() for b in model.buffers()]
+    assert model.check_equivariance(_x(3, 1, 12, 12)) < 1e-12
+    assert model.training and all(torch.equal(a, b) for a, b in zip(before, model.buffers()))
+    with pytest.raises(AssertionError, match="not equivariant"):
+        model.check_equivariance(_x(3, 1, 9, 9))  # 2x2 pooling of a 9x9 map drops a row and a column

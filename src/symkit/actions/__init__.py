@@ -4,7 +4,8 @@ An *action* says how a group moves the samples of a data set: the entries of a g
 the pixels under a continuous flow. Two kinds, one protocol:
 
 - **Discrete** (:class:`PermAction`): a finite group permuting the entries of a grid: cyclic shifts
-  (:class:`CyclicTranslations2D`, :class:`CyclicTranslations1D`), quarter turns (:class:`Rotations90`), both
+  (:class:`CyclicTranslations2D`, :class:`CyclicTranslations1D`), quarter turns (:class:`Rotations90`, and
+  :class:`P4Maps` on p4 feature maps), both
   (:class:`TranslationsRotations`), permutations of a set or of a graph's nodes (:class:`Permutations`), or any finite
   permutation group of the core (:class:`GroupAction`).
 - **Continuous** (:class:`ImageFlow`): a one-parameter group of image transforms with a generator (translations,
@@ -47,6 +48,7 @@ from symkit.actions.grid import (
     CyclicTranslations2D,
     Element,
     GroupAction,
+    P4Maps,
     PermAction,
     Permutations,
     Rotations90,
@@ -68,6 +70,7 @@ __all__ = [
     "ImageFlow",
     "PermAction",
     "Permutations",
+    "P4Maps",
     "Rotations90",
     "TranslationsRotations",
     "TrivialAction",

@@ -29,7 +29,7 @@ from symkit._checks import check_int
 from symkit.groups import Group
 
 __all__ = [
-    "PermAction", "CyclicTranslations2D", "CyclicTranslations1D", "Rotations90", "TranslationsRotations",
+    "PermAction", "CyclicTranslations2D", "CyclicTranslations1D", "Rotations90", "P4Maps", "TranslationsRotations",
     "Permutations", "GroupAction", "TrivialAction", "lift", "lift_inverse", "act",
 ]
 
@@ -246,6 +246,34 @@ class Rotations90(_GridGroup):
     def __init__(self, n: int) -> None:
         n = check_int("Rotations90: grid size n", n, 1)
         super().__init__(n, (1, 1), 4, f"Rotations90({n})")
+
+
+class P4Maps(_GridGroup):
+    """C4 acting on p4 feature maps ``(channels * 4, n, n)`` laid out filter-major, as :mod:`symkit.nn.groupconv`
+    lays them out (channel ``c * 4 + s``: filter ``c`` turned ``s`` quarter turns). A quarter turn rotates every map
+    (``torch.rot90``) and moves orientation ``s`` to ``s + 1 (mod 4)``; the elements are those of
+    :class:`Rotations90` (same ``group_key``), so a lifting convolution is checked from ``Rotations90(n)`` to
+    ``P4Maps(n, c)``."""
+
+    def __init__(self, n: int, channels: int) -> None:
+        n = check_int("P4Maps: grid size n", n, 1)
+        self.channels = check_int("P4Maps: channels", channels, 1)
+        super().__init__(n, (1, 1), 4, f"P4Maps({n}, channels={self.channels})")
+        self.shape = (4 * self.channels, n, n)
+
+    def act(self, x: torch.Tensor, g: Element, dims: Sequence[int]) -> torch.Tensor:
+        dims = _check_dims(self, x, dims)
+        r = g[2] % 4
+        if not r:
+            return x
+        moved = torch.movedim(x, dims, (-3, -2, -1))
+        maps = moved.reshape(*moved.shape[:-3], self.channels, 4, self.n, self.n).roll(r, dims=-3)
+        turned = torch.rot90(maps, r, dims=(-2, -1)).reshape(moved.shape)
+        return torch.movedim(turned, (-3, -2, -1), dims)
+
+    def flows(self) -> tuple:
+        """None: an image flow would rotate the maps but not move the orientation axis."""
+        return ()
 
 
 class TranslationsRotations(_GridGroup):

@@ -13,6 +13,11 @@ response of filter ``c`` rotated by ``r`` quarter turns. Rotating the input by a
 
 Each layer builds its whole filter bank once per forward pass and runs one ``conv2d``, so the cost is that of a
 plain convolution with 4x the channels, while the weights are 4x (lifting) or 16x (group convolution) fewer.
+
+Every layer has ``check_equivariance(inputs=None)``: the quarter turns act on images by
+:class:`~symkit.actions.Rotations90` and on p4 maps by :class:`~symkit.actions.P4Maps`, built for the size of the
+checked input (by default a batch of 8 x 8 standard normal inputs); the check runs in ``eval()`` mode, so batch-norm
+running statistics are neither used from the batch nor updated, and restores the layer's mode afterwards.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from symkit.actions.grid import P4Maps, PermAction, Rotations90
+from symkit.nn._equivariance import Equivariant, standard_normal
 from symkit.nn._factory import Resettable, factory, place
 from symkit.nn.vision import norm_kind
 
@@ -52,12 +59,62 @@ def rotate_p4(f: Tensor, k: int = 1) -> Tensor:
     return torch.rot90(g, k, dims=(2, 3))
 
 
-class _P4Conv(nn.Module):
+class _QuarterTurns(Equivariant):
+    """``check_equivariance`` for layers that take images or p4 maps of any square size: the declared actions are
+    built for a grid size (module docstring). Subclasses say what they take and give (``_takes``/``_gives``:
+    ``"image"``, ``"p4"`` or ``"invariant"``) and their counts (:meth:`_counts`: image channels or p4 filters)."""
+
+    _takes: str = "p4"
+    _gives: str = "p4"
+    _default_size: int = 8
+
+    def _counts(self) -> tuple[int, int]:
+        """(channels or filters in, filters out)."""
+        raise NotImplementedError
+
+    def declared_symmetry(self, size: int | None = None) -> tuple[PermAction, PermAction]:
+        """``(action_in, action_out)`` on ``size x size`` grids (default: the size :meth:`example_input` draws)."""
+        n = self._default_size if size is None else size
+        c_in, c_out = self._counts()
+        turns = Rotations90(n)
+        action_in = turns if self._takes == "image" else P4Maps(n, c_in)
+        action_out = turns.trivial() if self._gives == "invariant" else P4Maps(n, c_out)
+        return action_in, action_out
+
+    def example_input(self, batch: int = 4, generator: torch.Generator | None = None) -> Tensor:
+        """``(batch, C, n, n)`` standard normal inputs (``C = 4 x filters`` for p4 maps), ``n = _default_size``."""
+        c_in = self._counts()[0] * (1 if self._takes == "image" else 4)
+        return standard_normal(self, (batch, c_in, self._default_size, self._default_size), generator)
+
+    def check_equivariance(self, inputs: Tensor | None = None, *, tol: float | None = None, n: int = 5,
+                           seed: int = 0) -> float:
+        """:meth:`Equivariant.check_equivariance` with the actions built for the size of ``inputs`` (square
+        ``(N, C, n, n)``), in ``eval()`` mode (the layer's mode is restored afterwards)."""
+        from symkit.testing import assert_equivariant
+
+        if inputs is None:
+            inputs = self.example_input(generator=torch.Generator().manual_seed(seed))
+        if not isinstance(inputs, Tensor) or inputs.dim() != 4 or inputs.shape[-1] != inputs.shape[-2]:
+            got = tuple(inputs.shape) if isinstance(inputs, Tensor) else type(inputs).__name__
+            raise ValueError(f"{type(self).__name__}.check_equivariance: inputs must be square (N, C, n, n), got {got}")
+        action_in, action_out = self.declared_symmetry(int(inputs.shape[-1]))
+        was_training = self.training
+        self.eval()
+        try:
+            return assert_equivariant(self, action_in, action_out, tol=tol, n=n, seed=seed, inputs=inputs)
+        finally:
+            self.train(was_training)
+
+
+class _P4Conv(_QuarterTurns, nn.Module):
     """What the lifting and the group convolution share: a ``k x k`` kernel (odd ``k``, ``padding = k // 2`` keeps
     the size), one bias per filter shared by its rotations, nn.Conv2d's initialisation for the fan-in, and one
     ``conv2d`` with the filter bank of :meth:`filters`. ``rotations`` is 1 on images, 4 on p4 maps."""
 
     rotations = 1
+
+    def _counts(self) -> tuple[int, int]:
+        return self.in_channels, self.out_channels
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, bias: bool = True,
                  device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -95,6 +152,8 @@ class P4LiftConv2d(_P4Conv):
     """Lifting convolution: ``(N, C_in, H, W) -> (N, C_out * 4, H, W)``, ``out[c, s] = x ⋆ rot^s(w_c)``;
     ``C_out C_in k^2`` weights."""
 
+    _takes = "image"
+
     def filters(self) -> Tensor:
         """The bank ``(C_out * 4, C_in, k, k)``: filter ``c`` rotated by ``s`` quarter turns at row ``c * 4 + s``."""
         bank = torch.stack([torch.rot90(self.weight, s, dims=(2, 3)) for s in range(4)], dim=1)
@@ -115,9 +174,12 @@ class P4Conv2d(_P4Conv):
         return bank.reshape(self.out_channels * 4, self.in_channels * 4, k, k)
 
 
-class P4BatchNorm2d(nn.BatchNorm3d):
+class P4BatchNorm2d(_QuarterTurns, nn.BatchNorm3d):
     """Batch norm of a p4 map with one mean, variance, scale and shift per filter, shared by its 4 rotations (so it
     commutes with :func:`rotate_p4`)."""
+
+    def _counts(self) -> tuple[int, int]:
+        return self.num_features, self.num_features
 
     def __init__(self, channels: int, device: Any = None, dtype: torch.dtype | None = None) -> None:
         _check_counts("P4BatchNorm2d", channels=channels)
@@ -130,7 +192,7 @@ class P4BatchNorm2d(nn.BatchNorm3d):
         return super().forward(x.reshape(n, c4 // 4, 4, h, w)).reshape(n, c4, h, w)
 
 
-class P4CNN(Resettable, nn.Module):
+class P4CNN(Resettable, _QuarterTurns, nn.Module):
     """A quarter-turn invariant classifier with the layout of :class:`symkit.nn.vision.SmallCNN`: per stage two
     3x3 p4 convolutions (the first lifts) with batch norm and ReLU, 2x2 max pooling between stages, then the mean
     over positions and rotations and a linear head. ``width`` counts filters (each has 4 rotations), so a
@@ -138,6 +200,8 @@ class P4CNN(Resettable, nn.Module):
     ``norm``: ``"batch"`` (or True) is :class:`P4BatchNorm2d`; ``"group"`` normalises each sample over a filter's
     4 rotations and the positions (``nn.GroupNorm`` with one group per filter, no affine parameters, no running
     statistics); ``"none"`` (or False) drops the norms and gives the convolutions biases."""
+
+    _takes, _gives = "image", "invariant"
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 8, stages: int = 2,
                  norm: bool | str = True, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -163,7 +227,12 @@ class P4CNN(Resettable, nn.Module):
         self.features = nn.Sequential(*layers)
         self.channels = c_in
         self.head = nn.Linear(c_in, num_classes)
+        self.in_channels = in_channels
+        self._default_size = 4 * 2 ** (stages - 1)  # even at every stage, so 2x2 pooling commutes with quarter turns
         place(self, device, dtype)
+
+    def _counts(self) -> tuple[int, int]:
+        return self.in_channels, self.head.out_features
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() != 4 or x.shape[-1] != x.shape[-2]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -34,6 +35,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 import benchcommon as bc  # noqa: E402
 from symkit.experiments.thesis_tables import compute_rank, thesis_cells  # noqa: E402
 from symkit.groups import O13, SO, SU, O, RubiksCube, S, SO11p, SO13p, Sp, Z  # noqa: E402,F401
+from symkit.linalg.operators import KronSumOp  # noqa: E402
 from symkit.reps import T, V, clear_memory_cache  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,11 +200,28 @@ def main() -> None:
         rr = "" if r < 0 else str(r)
         print(f"{label:28s} {rr:>6s} {fmt(t_ours):>11s} {fmt(t_ref) if t_ref else note:>12s} {ratio}")
 
-    print("\nSO(3) high-order bases (cold, symkit only; issue: T(10) under 1 s):")
+    print("\nSO(3) high-order bases (cold, symkit only; issue: T(10) under 1 s, T(11) and T(12) without running out "
+          "of memory):")
     with threadpool_limits(limits=1):
         for k in (8, 9, 10) if not args.quick else (8, 9):
             t, Q = time_symkit(lambda k=k: T(k, 0, SO(3)).equivariant_basis())
             print(f"  T({k}): {Q.shape[0]} x {Q.shape[1]} in {fmt(t)}")
+        # from 11 slots the coupling path: T(11) dense (2.2 GB), T(12) and T(13) lazy (17.9 GB and 145 GB dense)
+        for k in (11, 12, 13) if not args.quick else (12,):
+            rep = T(k, 0, SO(3))
+            t_rank, r = time_symkit(lambda rep=rep: rep.rank())
+            v = np.random.default_rng(0).standard_normal(rep.size)
+            t_proj, y = time_symkit(lambda rep=rep, v=v: rep.equivariant_projector() @ v)
+            invariant = max(float(np.abs(KronSumOp([A] * k).matvec(y)).max()) for A in SO(3).lie_algebra)
+            line = f"  T({k}): rank {r} in {fmt(t_rank)}, projector built and applied in {fmt(t_proj)} " \
+                   f"(|dρ(A) P v|max {invariant:.0e})"
+            if k == 11:
+                clear_memory_cache()
+                t_basis, Q = time_symkit(lambda rep=rep: rep.equivariant_basis())
+                line += f"; dense basis {Q.shape[0]} x {Q.shape[1]} in {fmt(t_basis)}"
+                del Q
+                clear_memory_cache()
+            print(line + f"; peak RSS so far {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.1f} GB")
 
     print("\nSO+(1,1) projectors of T(p, q), p + q <= 10 (cold; built and applied to one vector; issue: under 1 s "
           "each):")

@@ -21,6 +21,7 @@ from symkit.groups.base import Group
 from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import Resettable, factory, on
 from symkit.reps.core import Rep, Scalar, SumRep, T
+from symkit.reps.solve import dense_block
 
 __all__ = [
     "EquivariantLinear",
@@ -114,6 +115,10 @@ def check_input(who: Callable[[], str], module: nn.Module, x: Any, size: int) ->
 
 
 def _dense(Q: Any) -> np.ndarray:
+    try:
+        Q = dense_block(Q, "EquivariantLinear weight")
+    except ValueError as exc:
+        raise ValueError(f"EquivariantLinear: {exc}") from None
     Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
     if np.iscomplexobj(Q):
         raise ValueError("EquivariantLinear supports real representations only (the basis is complex)")

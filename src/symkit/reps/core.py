@@ -236,8 +236,11 @@ class Rep:
     def equivariant_basis(self, method: str = "auto", sparse: bool = False) -> Any:
         """Orthonormal basis Q (size, r) of the invariant subspace {v : rho(g) v = v} (eqs. 2.3-2.6).
 
-        `method` is "auto" (orbits for permutation groups, Brauer diagrams for classical groups, dense float64
-        nullspace for small blocks, iterative otherwise), or one of "orbit", "brauer", "dense", "iterative".
+        `method` is "auto" (orbits for permutation groups, Brauer diagrams for classical groups, coupling for
+        SO(3)/O(3) tensor powers of 11 or more slots, dense float64 nullspace for small blocks, the zero-weight space
+        or iterative otherwise), or one of "orbit", "brauer", "coupling", "dense", "weight", "iterative". A
+        coupling block whose dense matrix would exceed `LAZY_BASIS_BYTES` (4 GiB) is refused here with a clear error;
+        `rank()`, `equivariant_projector()` and `structured_basis()` work with it lazily.
         float64 (complex128 for complex groups); with `sparse=True` a scipy.sparse matrix. A plain tensor power's
         basis is returned as a read-only view of the solver's cached block (no copy of a possibly large matrix):
         ``Q.copy()`` to modify it.

@@ -6,11 +6,15 @@ separately and combined as Q_a ⊗ Q_b (§A.1.7). Each single-group segment is s
 
 * ``orbit``: exact 0/1 orbit indicators for permutation groups acting on tensor powers of V (integer, sparse);
 * ``brauer``: closed-form invariant tensors of the classical groups (`symkit.reps.brauer`);
+* ``coupling``: SO(3) and O(3) tensor powers by angular-momentum coupling (`symkit.reps.coupling`), exact and
+  orthonormal, kept as sparse factors (a lazy operator), made dense only where a matrix is asked for and at most
+  ``LAZY_BASIS_BYTES``;
 * ``dense``: float64 eigen-decomposition of the sparse constraint Gram matrix, for blocks up to DENSE_MAX;
 * ``weight``: for Lie groups, the constraints restricted to the zero-weight space of a generic algebra element;
 * ``iterative``: only lazy Kronecker products / sums (`symkit.linalg.operators`), with a growing block size.
 
-``method="auto"`` picks them in that order. Results are cached in memory and (when slow to compute) on disk.
+``method="auto"`` picks them in that order, taking ``coupling`` over ``brauer`` from ``COUPLING_MIN_SLOTS`` slots.
+Results are cached in memory and (when slow to compute) on disk.
 """
 
 from __future__ import annotations
@@ -32,15 +36,22 @@ from symkit.linalg.operators import KronOp, KronSumOp
 from symkit.linalg.orbits import orbit_basis, orbit_count
 from symkit.reps.brauer import brauer_applicable, brauer_basis, brauer_diagrams, brauer_rank
 from symkit.reps.core import Block, Dual, Rep, Vector
+from symkit.reps.coupling import coupled_invariants, coupling_applicable
 
 __all__ = [
     "DENSE_MAX", "METHODS", "canonical_blocks", "segment_methods", "StructuredBasis", "structured_basis",
-    "equivariant_basis", "equivariant_projector", "rank", "clear_memory_cache",
+    "equivariant_basis", "equivariant_projector", "rank", "clear_memory_cache", "dense_block",
 ]
 
 #: largest block dimension solved by the dense path under method="auto"
 DENSE_MAX = int(os.environ.get("SYMKIT_DENSE_MAX", "2500"))
-METHODS = ("auto", "orbit", "brauer", "dense", "weight", "iterative")
+METHODS = ("auto", "orbit", "brauer", "coupling", "dense", "weight", "iterative")
+#: SO(3) / O(3) tensor powers of at least this many slots take the coupling path under method="auto" (below it the
+#: Brauer path is faster: T(10) in 0.5-0.9 s against 3 s; from T(11) on its 17,325 diagrams do not fit in memory)
+COUPLING_MIN_SLOTS = 11
+#: a coupling basis whose dense float64 matrix would take more bytes than this stays a lazy operator
+#: (SO(3) T(12): 531,441 x 4,213, 17.9 GB)
+LAZY_BASIS_BYTES = int(os.environ.get("SYMKIT_LAZY_BASIS_BYTES", str(1 << 32)))
 #: the weight path applies when the zero-weight space has at most this many dimensions (and N * n0 <= 1e7)
 WEIGHT_MAX = 3000
 #: blocks that take longer than this (seconds) to solve are stored in the on-disk cache
@@ -121,6 +132,8 @@ def segment_methods(G: Group, leaves: tuple) -> list[str]:
         out.append("orbit")
     if kinds is not None and brauer_applicable(G, kinds):
         out.append("brauer")
+    if coupling_applicable(G, kinds):
+        out.append("coupling")
     out += ["dense", "weight", "iterative"] if len(G.lie_algebra) else ["dense", "iterative"]
     return out
 
@@ -223,6 +236,8 @@ def _pick(G: Group, leaves: tuple, method: str) -> str:
         raise ValueError(f"unknown solver method {method!r}; expected one of {METHODS}")
     ok = segment_methods(G, leaves)
     if method == "auto":
+        if "coupling" in ok and len(leaves) >= COUPLING_MIN_SLOTS:
+            return "coupling"
         if ok[0] == "brauer" and _many_diagrams(G, leaves) and _weight_applicable(G, leaves):
             return "weight"  # e.g. SO+(1,1) T(5,5): 5,670 diagrams take 41 s, the zero-weight space 0.1 s
         if ok[0] in ("orbit", "brauer"):
@@ -309,6 +324,8 @@ def _valid_cached_basis(G: Group, leaves: tuple, method: str, Q: np.ndarray, tol
 def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
     """want='basis' -> Q (dense ndarray or sparse); want='rank' -> int."""
     m = _pick(G, leaves, method)
+    if want == "rank" and method == "auto" and coupling_applicable(G, _kinds(G, leaves)):
+        m = "coupling"  # an exact count of coupling paths, instant at any order (the Brauer Gram rank is not)
     key = (G._key(), tuple(x._key() for x in leaves), m, want)
     with _LOCK:
         if key in _MEM:
@@ -316,6 +333,8 @@ def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
     if want == "rank":
         if m == "orbit":
             res: Any = orbit_count(G.perm_generators, len(leaves))
+        elif m == "coupling":
+            res = coupled_invariants(G, len(leaves)).shape[1]
         elif m == "brauer":
             dk = _disk_key(G, leaves, m, "rank")
             hit = cache_get(dk)
@@ -331,6 +350,8 @@ def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
     else:
         if m == "orbit":
             res = orbit_basis(G.perm_generators, len(leaves))
+        elif m == "coupling":  # exact, orthonormal, cheap to build: lazy, made dense only where a matrix is needed
+            res = coupled_invariants(G, len(leaves))
         else:
             dk = _disk_key(G, leaves, m, "basis")
             hit = cache_get(dk)
@@ -363,6 +384,9 @@ def _block_basis(leaves: tuple, method: str) -> Any:
     Q: Any = None
     for G, ls in _segments(leaves):
         q = _solve_segment(G, ls, method, "basis")
+        if isinstance(q, LinearOperator) and len(leaves) > len(ls):
+            raise ValueError(f"the basis of {'⊗'.join(map(repr, ls))} is held lazily ({_gb(q)} dense); its "
+                             "Kronecker product with the other groups' factors is not supported")
         if Q is None:
             Q = q
         elif sp.issparse(Q) or sp.issparse(q):
@@ -383,12 +407,33 @@ def _block_rank(leaves: tuple, method: str) -> int:
     return r
 
 
+def _gb(Q: Any) -> str:
+    return f"{8 * Q.shape[0] * Q.shape[1] / 1e9:.1f} GB"
+
+
+def dense_block(Q: Any, what: str = "dense") -> Any:
+    """A block's basis as an array or sparse matrix: a lazy coupling block is made dense (once; it keeps the matrix)
+    when that takes at most ``LAZY_BASIS_BYTES``, and refused with a clear error otherwise."""
+    if isinstance(Q, LinearOperator):
+        if Q.nbytes <= LAZY_BASIS_BYTES:
+            return Q.to_dense()
+        raise ValueError(
+            f"the {what} basis has a block of {Q.shape[0]:,} x {Q.shape[1]:,} held as a lazy operator ({_gb(Q)} as a "
+            f"dense float64 matrix, above LAZY_BASIS_BYTES = {LAZY_BASIS_BYTES:,}); use rep.rank(), "
+            "rep.equivariant_projector() or rep.structured_basis() (its blocks apply with @), or raise "
+            "SYMKIT_LAZY_BASIS_BYTES")
+    return Q
+
+
 # ---------------------------------------------------------------------------------------------- assembled bases
 @dataclass
 class StructuredBasis:
     """Q of a whole rep, kept as one small basis per distinct block plus the positions of every copy.
 
     `parts` holds (pos (m, s), Q_b (s, r_b)); the full Q has, for copy c of block b, the rows pos[c] filled with Q_b.
+    Q_b is an array, a sparse matrix or (coupling blocks) a lazy ``LinearOperator``: ``project`` applies all three
+    as they are; ``to_dense`` / ``to_sparse`` make a lazy block dense up to ``LAZY_BASIS_BYTES`` and refuse larger
+    ones with a clear error.
     """
 
     size: int
@@ -400,8 +445,9 @@ class StructuredBasis:
         return int(sum(pos.shape[0] * Q.shape[1] for pos, Q in self.parts))
 
     def to_dense(self) -> np.ndarray:
-        if len(self.parts) == 1:  # one block copy in natural order (a plain tensor power): a read-only view of
-            pos, Q = self.parts[0]  # the cached block, no copy (copy it to modify it)
+        parts = [(pos, dense_block(Q, "dense")) for pos, Q in self.parts]
+        if len(parts) == 1:  # one block copy in natural order (a plain tensor power): a read-only view of
+            pos, Q = parts[0]  # the cached block, no copy (copy it to modify it)
             if (pos.shape[0] == 1 and not sp.issparse(Q) and Q.dtype == self.dtype and Q.flags.c_contiguous
                     and np.array_equal(pos[0], np.arange(self.size))):
                 view = Q.view()
@@ -409,7 +455,7 @@ class StructuredBasis:
                 return view
         out = np.zeros((self.size, self.rank), dtype=self.dtype)
         off = 0
-        for pos, Q in self.parts:
+        for pos, Q in parts:
             m, r = pos.shape[0], Q.shape[1]
             if r == 0:
                 continue
@@ -431,7 +477,7 @@ class StructuredBasis:
     def to_sparse(self) -> sp.csc_matrix:
         rows, cols, vals = [], [], []
         off = 0
-        for pos, Q in self.parts:
+        for pos, Q in ((pos, dense_block(Q, "sparse")) for pos, Q in self.parts):
             m, r = pos.shape[0], Q.shape[1]
             if r == 0:
                 continue

@@ -3,6 +3,8 @@ of RK4 rollouts, 10 s test rollouts of 10 systems. Measured: the MLP-HNN's rollo
 constant prediction's 0.18 (a factor of 4.5), the untrained model's above the constant's; an EMLP-O(2) HNN keeps
 the angular momentum about z to the solver's tolerance (drift about 3e-4 of L_z's spread, the MLP-HNN about 1)."""
 
+import math
+
 import pytest
 
 from symkit.experiments import get_experiment
@@ -36,3 +38,24 @@ def test_the_paper_values_and_the_config_checks():
         exp.check_config(exp.make_config(quick=True, model="emlp-so3"))
     with pytest.raises(ValueError, match="kind must be one of"):
         exp.check_config(exp.make_config(quick=True, kind="lnn"))
+
+
+def test_a_model_whose_long_rollouts_diverge_is_evaluated_not_lost():
+    """A trained field whose 30 s rollouts blow up for some systems (dopri5's step underflows) used to fail the
+    whole run after training; now those systems count as not finite and every metric stays finite."""
+    import torch
+
+    from symkit.experiments.pendulum import cached_data, evaluate_dynamics
+
+    class BlowsUpWhereXIsPositive(torch.nn.Module):  # dx/dt = x^2 on the first coordinate: finite-time blow-up
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones((), dtype=torch.float64))
+
+        def forward(self, z):
+            return torch.cat([self.w * z[..., :1].square(), torch.zeros_like(z[..., 1:])], -1)
+
+    data = cached_data(10, 5, 12, 0, False)
+    metrics = evaluate_dynamics(BlowsUpWhereXIsPositive(), data)
+    assert 0.0 < metrics["finite_rollouts"] < 1.0, metrics
+    assert all(math.isfinite(v) for v in metrics.values()), metrics

@@ -150,3 +150,21 @@ def test_argument_errors_name_what_was_wrong():
         rollout_error(torch.zeros(2, 3, 4), torch.zeros(2, 3, 5))
     with pytest.raises(ValueError, match="clamp"):
         rollout_error(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), clamp=0.0)
+
+
+def test_a_diverging_rollout_is_a_clear_error_and_rollout_or_nan_keeps_the_other_trajectories():
+    """dz/dt = z^2 from z0 = 1 blows up at t = 1: dopri5's step underflows there. The batch shares its steps, so
+    rollout() stops with RolloutDiverged; rollout_or_nan solves the rest one by one and returns NaN for it."""
+    from symkit.nn.ode import RolloutDiverged, rollout_or_nan
+
+    def field(z):
+        return z.square()
+
+    z0 = torch.tensor([[1.0], [0.1], [-0.5]], dtype=torch.float64)
+    times = torch.linspace(0, 2, 5, dtype=torch.float64)
+    with pytest.raises(RolloutDiverged, match="step size underflowed before t = 2"):
+        rollout(field, z0, times)
+    out = rollout_or_nan(field, z0, times)
+    assert out.shape == (3, 5, 1) and bool(out[0].isnan().all())
+    exact = z0[1:, None, :] / (1 - z0[1:, None, :] * times[None, :, None])  # z(t) = z0 / (1 - z0 t)
+    assert torch.allclose(out[1:], exact, rtol=1e-3)

@@ -45,7 +45,7 @@ from symkit.experiments.fields import Count, CountOrZero, NonNegative, Positive,
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 from symkit.groups import DkeR3, Group, O2eR3, SO2eR3
 from symkit.nn import EMLP, MLP, HamiltonianNet, NeuralODE, rep_statistics, rollout, rollout_error
-from symkit.nn.ode import ADAPTIVE_METHODS
+from symkit.nn.ode import ADAPTIVE_METHODS, rollout_or_nan
 from symkit.reps import Scalar, V
 from symkit.train import Trainer
 from symkit.train.trainer import Hook, TrainResult
@@ -174,20 +174,24 @@ def evaluate_dynamics(dynamics: nn.Module, data: PendulumData, *, n_rollouts: in
     dopri5 at ``eval_rtol``; the truth at the data's tolerance), ``constant_rollout_error`` (the same for
     ``z(t) = z0``), ``test_mse`` (per-step MSE of the model's rollouts on the 5-state test chunks) and ``lz_drift``
     (mean over systems of the largest change of the angular momentum about z along the model's rollout, relative
-    to the truth's spread of L_z: 0 when conserved)."""
+    to the truth's spread of L_z: 0 when conserved). A model trajectory whose solve diverges
+    (:func:`~symkit.nn.ode.rollout_or_nan`) is not finite: ``finite_rollouts`` counts the others, its states enter
+    the errors as 1e6 and ``lz_drift`` leaves it out (1e6 when none is finite), so a run that trained is recorded
+    whatever its rollouts do."""
     params = [p for p in dynamics.parameters() if p.is_floating_point()]
     dtype, device = (params[0].dtype, params[0].device) if params else (torch.float64, torch.device("cpu"))
     test = data.test
     z0, times, z = (t.to(device) for t in _chunk_tensors(test, dtype))
     dynamics.eval()
-    with torch.no_grad():
-        chunk_pred = rollout(dynamics, z0, times, rtol=eval_rtol, atol=eval_atol)
-        test_mse = float((chunk_pred - z).square().mean())
+    with torch.no_grad():  # a trajectory whose solve diverges counts as not finite; it does not stop the others
+        chunk_pred = rollout_or_nan(dynamics, z0, times, rtol=eval_rtol, atol=eval_atol)
+        test_mse = float((chunk_pred.nan_to_num(1e6, 1e6, -1e6) - z).square().mean())
         starts = test.z0 if n_rollouts == 0 else test.z0[:n_rollouts]
         long_times, truth = long_trajectories(starts, rollout_time, float(test.times[1] - test.times[0]),
                                               wind=data.wind, spring=data.spring)
-        pred = rollout(dynamics, starts.to(device=device, dtype=dtype), long_times.to(device=device, dtype=dtype),
-                       rtol=eval_rtol, atol=eval_atol).to(truth.dtype).cpu()
+        pred = rollout_or_nan(dynamics, starts.to(device=device, dtype=dtype),
+                              long_times.to(device=device, dtype=dtype), rtol=eval_rtol,
+                              atol=eval_atol).to(truth.dtype).cpu()
     dynamics.train()
     finite = torch.isfinite(pred).all(dim=(-1, -2))
     per_system = rollout_error(pred.nan_to_num(1e6, 1e6, -1e6), truth)
@@ -198,7 +202,7 @@ def evaluate_dynamics(dynamics: nn.Module, data: PendulumData, *, n_rollouts: in
         "rollout_error": float(per_system.log().mean().exp()),
         "constant_rollout_error": float(constant.log().mean().exp()),
         "test_mse": test_mse,
-        "lz_drift": float(drift[finite].mean()) if bool(finite.any()) else float("nan"),
+        "lz_drift": float(drift[finite].mean()) if bool(finite.any()) else 1e6,
         "finite_rollouts": float(finite.double().mean()),
     }
 

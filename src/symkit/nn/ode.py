@@ -25,7 +25,8 @@ from torch import nn
 
 from symkit.nn._equivariance import Equivariant
 
-__all__ = ["HamiltonianNet", "NeuralODE", "rollout", "rollout_error", "symplectic_gradient", "ADAPTIVE_METHODS"]
+__all__ = ["HamiltonianNet", "NeuralODE", "rollout", "rollout_or_nan", "rollout_error", "symplectic_gradient",
+           "ADAPTIVE_METHODS", "RolloutDiverged"]
 
 #: torchdiffeq's solvers with step-size control (they take ``rtol``/``atol``); the others step on a fixed grid
 ADAPTIVE_METHODS = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
@@ -179,6 +180,10 @@ class NeuralODE(Equivariant, nn.Module):
             self.f.reset_parameters()
 
 
+class RolloutDiverged(RuntimeError):
+    """An adaptive solver's step size underflowed: the vector field is stiff or its solution blows up there."""
+
+
 def rollout(dynamics: Callable[[torch.Tensor], torch.Tensor], z0: torch.Tensor, times: torch.Tensor, *,
             rtol: float = 1e-4, atol: float = 1e-6, method: str = "dopri5",
             step_size: float | None = None) -> torch.Tensor:
@@ -188,7 +193,9 @@ def rollout(dynamics: Callable[[torch.Tensor], torch.Tensor], z0: torch.Tensor, 
     torchdiffeq's ``odeint``: ``method`` one of :data:`ADAPTIVE_METHODS` with tolerances ``rtol``/``atol`` (the
     defaults are the training tolerance of the authors' code, rtol 1e-4), or a fixed-grid method (``"rk4"``, ...)
     with ``step_size`` (default: the spacing of ``times``). Gradients flow to the parameters of ``dynamics`` through
-    the solver's steps. ``times`` is used in ``z0``'s dtype and on its device.
+    the solver's steps. ``times`` is used in ``z0``'s dtype and on its device. Raises :class:`RolloutDiverged` when
+    an adaptive method's step size underflows (the batch shares its steps, so one diverging trajectory stops all:
+    :func:`rollout_or_nan` keeps the others).
     """
     from torchdiffeq import odeint
 
@@ -217,8 +224,32 @@ def rollout(dynamics: Callable[[torch.Tensor], torch.Tensor], z0: torch.Tensor, 
     def f(t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         return dynamics(z)
 
-    out = odeint(f, z0, times, rtol=rtol, atol=atol, method=method, options=options)
+    try:
+        out = odeint(f, z0, times, rtol=rtol, atol=atol, method=method, options=options)
+    except AssertionError as exc:  # torchdiffeq's check that the adaptive step still advances time
+        if "underflow in dt" not in str(exc):
+            raise
+        raise RolloutDiverged(f"rollout: the {method} step size underflowed before t = {float(times[-1]):g} (the "
+                              "vector field is stiff or its solution blows up; a fixed-step method such as 'rk4' "
+                              "always finishes)") from None
     return out.movedim(0, -2)
+
+
+def rollout_or_nan(dynamics: Callable[[torch.Tensor], torch.Tensor], z0: torch.Tensor, times: torch.Tensor,
+                   **kwargs: Any) -> torch.Tensor:
+    """:func:`rollout` of a batch ``(batch, d)`` in which a trajectory that diverges is returned as NaN instead of
+    stopping the others: after a :class:`RolloutDiverged` the trajectories are solved one by one. For evaluating
+    trained models, whose long rollouts may leave the data's region."""
+    try:
+        return rollout(dynamics, z0, times, **kwargs)
+    except RolloutDiverged:
+        rows = []
+        for z in z0:
+            try:
+                rows.append(rollout(dynamics, z[None], times, **kwargs)[0])
+            except RolloutDiverged:
+                rows.append(torch.full((len(times), z0.shape[-1]), float("nan"), dtype=z0.dtype, device=z0.device))
+        return torch.stack(rows)
 
 
 def rollout_error(pred: torch.Tensor, true: torch.Tensor, clamp: float = 1e-7) -> torch.Tensor:

@@ -22,12 +22,13 @@ install: $(STAMP)
 demo: install
 	$(BIN)/symkit demo --out runs/demo
 
+# one test worker per core (pytest-xdist); a file's tests share a worker, so module fixtures are built once
 test: install
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q -m "not slow" -p no:cacheprovider
+	$(BIN)/python -m pytest -q -n auto --dist loadfile -m "not slow" -p no:cacheprovider
 
 test-all: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -n auto --dist loadfile -p no:cacheprovider
 
 bench: install
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -2,6 +2,7 @@
 their packages' tests)."""
 
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ PAGES = ["README.md", "docs/actions.md", "docs/train.md", "docs/core.md", "docs/
 
 
 def _blocks(page: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), re.S)
+    """Every ```python block, dedented (a block inside a list item is indented with it)."""
+    return [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), re.S)]
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -5,7 +5,7 @@ in actor and critics on one environment for ``steps`` environment steps, evaluat
 ``eval_every`` steps, and reports the learning curve (``curve_steps``, ``curve_returns``), the final and best
 evaluation returns and ``mean_return``, the mean over the curve (its area divided by its length: equal steps, so a
 measure of data efficiency). The critic target speed is Table A.9's (``tau=0``); Adam betas (0.5, 0.999) for the
-RPP.
+RPP; gradients clipped to a global norm of ``max_grad_norm`` (0.5, the reference code's) for every model.
 
 Runs checkpoint themselves every ``checkpoint_every`` steps to ``$SYMKIT_CHECKPOINTS/rl-sac/<run>`` (default
 ``runs/checkpoints``) and resume from there when started again with the same config; a finished run keeps its
@@ -58,6 +58,7 @@ class SACConfig:
     tau: NonNegative = 0.0  # the critic target speed; 0: Table A.9's
     equivariant_wd: NonNegative = 0.0  # RPP prior as weight decays (the reference code's flags)
     basic_wd: NonNegative = 1e-6
+    max_grad_norm: NonNegative = 0.5  # the reference code's gradient clipping (global norm per update); 0: off
     eval_every: Count = 10_000
     eval_episodes: Count = 10
     checkpoint_every: Count = 50_000
@@ -97,7 +98,8 @@ def run(config: SACConfig) -> dict[str, Any]:
         eval_episodes=eval_episodes, checkpoint_dir=checkpoints,
         checkpoint_every=config.checkpoint_every, ch=config.ch, num_layers=config.num_layers,
         learning_starts=learning_starts, batch_size=config.batch_size, buffer_size=buffer_size,
-        lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd)
+        lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd,
+        max_grad_norm=config.max_grad_norm)
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),

@@ -15,8 +15,9 @@ critic's non-equivariant parts), the last policy layer initialised 100x smaller 
 the baseline and where the table has none), the reference code's SAC settings (learning rate 3e-4, two hidden
 layers of 256, discount 0.99, initial temperature 1, batch 256, updates from step 10^4). The RPP prior is a weight
 decay per path (``equivariant_wd``, ``basic_wd``: the loss gains ``wd |w|^2``, the reference code's flags, whose
-``basic_wd`` defaults to 1e-6); the reference code's gradient clipping at 0.5 is not available in stable-baselines3
-and is left out.
+``basic_wd`` defaults to 1e-6), and the reference code's gradient clipping (global norm 0.5 per network update,
+``max_grad_norm``; stable-baselines3's SAC has none, so a step pre-hook on the actor's and the critics' optimisers
+clips their gradients before each step; 0 turns it off).
 
 :func:`train_sac` adds symkit's progress bar, deterministic evaluations every ``eval_every`` steps (the learning
 curve) and checkpoints (model, replay buffer and curve, written atomically every ``checkpoint_every`` steps): a run
@@ -172,15 +173,29 @@ def _rpp_groups(module: nn.Module, equivariant_wd: float, basic_wd: float) -> li
     return groups
 
 
+def _clip_before_step(max_norm: float) -> Any:
+    """An optimiser step pre-hook clipping the global gradient norm of the optimiser's parameters to ``max_norm``."""
+
+    def hook(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        params = [q for group in optimizer.param_groups for q in group["params"] if q.grad is not None]
+        if params:
+            torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+    return hook
+
+
 class SymmetricSACPolicy(SACPolicy):
     """stable-baselines3's SAC policy with symkit networks for the actor and the critics (module docstring).
     ``preset_name``: a :data:`~symkit.rl.presets.PRESETS` name; ``kind``: ``"mlp"``, ``"emlp"`` or ``"rpp"``."""
 
     def __init__(self, *args: Any, preset_name: str = "Hopper", kind: str = "rpp", ch: int = 256,
                  num_layers: int = 2, head_scale: float = 0.01, equivariant_wd: float = 0.0,
-                 basic_wd: float = 1e-6, **kwargs: Any) -> None:
+                 basic_wd: float = 1e-6, max_grad_norm: float = 0.5, **kwargs: Any) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if not (isinstance(max_grad_norm, (int, float)) and math.isfinite(max_grad_norm) and max_grad_norm >= 0):
+            raise ValueError(f"max_grad_norm must be a finite number >= 0 (0: no clipping), got {max_grad_norm!r}")
+        self.max_grad_norm = float(max_grad_norm)
         self.symkit_kwargs = {"preset_name": preset(preset_name).name, "kind": kind, "ch": ch,
                               "num_layers": num_layers}
         self.head_scale, self.equivariant_wd, self.basic_wd = head_scale, equivariant_wd, basic_wd
@@ -193,6 +208,8 @@ class SymmetricSACPolicy(SACPolicy):
         for net in (self.actor, self.critic):  # the same optimiser class and settings, with the RPP's decays
             net.optimizer = self.optimizer_class(_rpp_groups(net, self.equivariant_wd, self.basic_wd),
                                                  lr=lr_schedule(1), **self.optimizer_kwargs)
+            if self.max_grad_norm > 0:
+                net.optimizer.register_step_pre_hook(_clip_before_step(self.max_grad_norm))
 
     def make_actor(self, features_extractor: BaseFeaturesExtractor | None = None) -> Actor:
         kwargs = self._update_features_extractor(self.actor_kwargs, features_extractor)
@@ -205,17 +222,19 @@ class SymmetricSACPolicy(SACPolicy):
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
         data.update(self.symkit_kwargs, head_scale=self.head_scale, equivariant_wd=self.equivariant_wd,
-                    basic_wd=self.basic_wd)
+                    basic_wd=self.basic_wd, max_grad_norm=self.max_grad_norm)
         return data
 
 
 def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int = 256, num_layers: int = 2,
              learning_starts: int = 10_000, batch_size: int = 256, buffer_size: int = 1_000_000, lr: float = 3e-4,
-             tau: float | None = None, equivariant_wd: float = 0.0, basic_wd: float = 1e-6) -> SAC:
+             tau: float | None = None, equivariant_wd: float = 0.0, basic_wd: float = 1e-6,
+             max_grad_norm: float = 0.5) -> SAC:
     """An SB3 ``SAC`` with :class:`SymmetricSACPolicy` and the thesis's settings (module docstring); ``tau=None``
     takes Table A.9's (:func:`critic_tau`)."""
     policy_kwargs: dict[str, Any] = {"preset_name": p.name, "kind": kind, "ch": ch, "num_layers": num_layers,
-                                     "equivariant_wd": equivariant_wd, "basic_wd": basic_wd}
+                                     "equivariant_wd": equivariant_wd, "basic_wd": basic_wd,
+                                     "max_grad_norm": max_grad_norm}
     if kind == "rpp":
         policy_kwargs["optimizer_kwargs"] = {"betas": RPP_BETAS}
     return SAC(SymmetricSACPolicy, env, learning_rate=lr, buffer_size=buffer_size, learning_starts=learning_starts,

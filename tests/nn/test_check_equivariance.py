@@ -145,9 +145,10 @@ def test_the_declared_action_is_the_one_checked():
 
 
 def test_a_layer_on_the_meta_device_says_it_computes_no_values():
-    layer = EquivariantLinear(V(SO(3)), V(SO(3)), device="meta")
-    with pytest.raises(ValueError, match="meta"):
-        layer.check_equivariance()
+    for layer in (EquivariantLinear(V(SO(3)), V(SO(3)), device="meta"), EquivConv2d(1, 2, 6, device="meta"),
+                  P4Conv2d(2, 3, device="meta"), P4CNN(1, 4, width=2, device="meta")):
+        with pytest.raises(ValueError, match="meta"):
+            layer.check_equivariance()
 
 
 def test_a_hardened_sharing_declares_the_group_its_partition_implies():

@@ -152,9 +152,8 @@ def action_errors(f: Callable, action_in: Any, action_out: Any, inputs: Any, n: 
             f"assert_equivariant: an action needs inputs= (a tensor whose trailing axes have the grid shape "
             f"{action_in.shape}), got {type(inputs).__name__}"
         )
-    tensors = [inputs, *(f.parameters() if isinstance(f, torch.nn.Module) else ()),
-               *(f.buffers() if isinstance(f, torch.nn.Module) else ())]
-    if any(t.device.type == "meta" for t in tensors):
+    held = [*f.parameters(), *f.buffers()] if isinstance(f, torch.nn.Module) else []
+    if inputs.is_meta or any(t.is_meta for t in held):
         raise ValueError("assert_equivariant: the module or its inputs are on the meta device and compute no values")
     gen = torch.Generator().manual_seed(seed)
     elements = list(action_in.generators()) + [action_in.sample(gen) for _ in range(n)]

@@ -24,7 +24,7 @@ from functools import cache
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
-__all__ = ["CoupledInvariants", "coupled_invariants", "coupling_applicable", "coupling_rank"]
+__all__ = ["CoupledInvariants", "coupled_invariants", "coupled_rank", "coupling_applicable", "coupling_rank"]
 
 #: columns synthesised at once by :meth:`CoupledInvariants.to_dense` (bounds the working memory to a few times
 #: ``3^k x COLUMN_CHUNK`` floats)
@@ -156,13 +156,19 @@ class CoupledInvariants(LinearOperator):
             plan.append((lp, np.stack(rows_y), np.stack(rows_z), cols))
         return plan
 
+    def _trivial(self, X: np.ndarray, rows: int) -> np.ndarray | None:
+        """The result for no invariants, no columns or k = 0 (Q = [1]); None otherwise."""
+        if self.k == 0:
+            return X.copy()
+        if self.shape[1] == 0 or X.shape[1] == 0:
+            return np.zeros((rows, X.shape[1]))
+        return None
+
     def _matmat(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64)
         m = X.shape[1]
-        if self.shape[1] == 0 or m == 0:
-            return np.zeros((self.shape[0], m))
-        if self.k == 0:
-            return X.copy()
+        if (done := self._trivial(X, self.shape[0])) is not None:
+            return done
         Z, rest = X, m  # the last level: one coordinate per invariant path
         for n in range(self.k, 1, -1):
             Y = np.zeros((3 * _dim(self.levels[n - 2]), rest))
@@ -175,10 +181,8 @@ class CoupledInvariants(LinearOperator):
     def _rmatmat(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=np.float64)
         m = X.shape[1]
-        if self.shape[1] == 0 or m == 0:
-            return np.zeros((self.shape[1], m))
-        if self.k == 0:
-            return X.copy()
+        if (done := self._trivial(X, self.shape[1])) is not None:
+            return done
         Z, rest = X, m * 3 ** (self.k - 1)
         for n in range(2, self.k + 1):
             rest //= 3
@@ -188,14 +192,8 @@ class CoupledInvariants(LinearOperator):
                 Z[rows_z] = np.matmul(self.C[lp][:, cols].T, Y[rows_y])
         return Z.reshape(self.shape[1], m)
 
-    def _matvec(self, x: np.ndarray) -> np.ndarray:
-        return self._matmat(np.asarray(x).reshape(-1, 1))[:, 0]
-
-    def _rmatvec(self, x: np.ndarray) -> np.ndarray:
+    def _rmatvec(self, x: np.ndarray) -> np.ndarray:  # scipy's adjoint and transpose apply it
         return self._rmatmat(np.asarray(x).reshape(-1, 1))[:, 0]
-
-    def _adjoint(self) -> LinearOperator:
-        return _Transposed(self)
 
     def conj(self) -> CoupledInvariants:
         """Itself: the basis is real."""
@@ -223,23 +221,15 @@ class CoupledInvariants(LinearOperator):
         return out
 
 
-class _Transposed(LinearOperator):
-    def __init__(self, Q: CoupledInvariants) -> None:
-        self.Q = Q
-        super().__init__(dtype=Q.dtype, shape=(Q.shape[1], Q.shape[0]))
-
-    def _matmat(self, X: np.ndarray) -> np.ndarray:
-        return self.Q._rmatmat(X)
-
-    def _matvec(self, x: np.ndarray) -> np.ndarray:
-        return self.Q._rmatvec(x)
-
-    def _adjoint(self) -> LinearOperator:
-        return self.Q
-
-
 def coupled_invariants(G: object, k: int) -> CoupledInvariants:
     """The lazy invariant basis of ``V^{⊗k}`` (slots V or V*) of the built-in SO(3) or O(3)."""
     if not coupling_applicable(G, ["V"]):
         raise ValueError(f"the coupling path needs the built-in SO(3) or O(3), got {G}")
     return CoupledInvariants(np.asarray(G.lie_algebra), k, o3=_is_o3(G))
+
+
+def coupled_rank(G: object, k: int) -> int:
+    """The number of invariants of ``V^{⊗k}`` of the built-in SO(3) or O(3), counted without building the basis."""
+    if not coupling_applicable(G, ["V"]):
+        raise ValueError(f"the coupling path needs the built-in SO(3) or O(3), got {G}")
+    return coupling_rank(k, o3=_is_o3(G))

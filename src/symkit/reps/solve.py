@@ -36,7 +36,7 @@ from symkit.linalg.operators import KronOp, KronSumOp
 from symkit.linalg.orbits import orbit_basis, orbit_count
 from symkit.reps.brauer import brauer_applicable, brauer_basis, brauer_diagrams, brauer_rank
 from symkit.reps.core import Block, Dual, Rep, Vector
-from symkit.reps.coupling import coupled_invariants, coupling_applicable
+from symkit.reps.coupling import coupled_invariants, coupled_rank, coupling_applicable
 
 __all__ = [
     "DENSE_MAX", "METHODS", "canonical_blocks", "segment_methods", "StructuredBasis", "structured_basis",
@@ -334,7 +334,7 @@ def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
         if m == "orbit":
             res: Any = orbit_count(G.perm_generators, len(leaves))
         elif m == "coupling":
-            res = coupled_invariants(G, len(leaves)).shape[1]
+            res = coupled_rank(G, len(leaves))
         elif m == "brauer":
             dk = _disk_key(G, leaves, m, "rank")
             hit = cache_get(dk)
@@ -408,7 +408,7 @@ def _block_rank(leaves: tuple, method: str) -> int:
 
 
 def _gb(Q: Any) -> str:
-    return f"{8 * Q.shape[0] * Q.shape[1] / 1e9:.1f} GB"
+    return f"{Q.nbytes / 1e9:.1f} GB"
 
 
 def dense_block(Q: Any, what: str = "dense") -> Any:

@@ -472,7 +472,7 @@ def _ray(specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_start:
         ) from None
     started_here = False
     if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"address": ray_address} if ray_address else {"num_cpus": jobs}
+        kwargs: dict[str, Any] = {"address": ray_address} if ray_address else {"address": "local", "num_cpus": jobs}
         try:
             ray.init(**kwargs, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
         except Exception as exc:  # no cluster at that address, a port in use, ...

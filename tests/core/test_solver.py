@@ -1,6 +1,5 @@
 """Solver paths agree, bases are invariant and orthonormal, projectors are lazy and right, the disk cache heals."""
 
-import multiprocessing as mp
 
 import numpy as np
 import pytest
@@ -141,25 +140,32 @@ def test_rank_of_scalar_and_zero_reps():
     assert (V(SO(3)) + Scalar).rank() == 1
 
 
-def _worker(args):
-    path, key = args
-    import os
-
-    os.environ["SYMKIT_CACHE_DIR"] = path
-    from symkit.linalg import cache
-
-    arr = np.arange(50_000, dtype=float) * (1 + len(key))
-    for _ in range(20):
-        cache.cache_put(key, arr)
-    return True
+_WRITER = """
+import sys
+import numpy as np
+from symkit.linalg import cache
+key = sys.argv[1]
+arr = np.arange(50_000, dtype=float) * (1 + len(key))
+for _ in range(20):
+    cache.cache_put(key, arr)
+"""
 
 
 def test_disk_cache_concurrent_writers_and_corruption(tmp_path, monkeypatch):
+    """Four processes write the same entry 20 times each at once: the entry is whole and no temporary file is left.
+    The writers are plain subprocesses with a time limit (a multiprocessing pool that loses a task waits forever)."""
+    import os
+    import subprocess
+    import sys
+
     monkeypatch.setenv("SYMKIT_CACHE_DIR", str(tmp_path))
     key = disk.cache_key("concurrency-test")
-    ctx = mp.get_context("spawn")
-    with ctx.Pool(2) as pool:
-        assert all(pool.map(_worker, [(str(tmp_path), key)] * 4))
+    env = {**os.environ, "SYMKIT_CACHE_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    writers = [subprocess.Popen([sys.executable, "-c", _WRITER, key], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True) for _ in range(4)]
+    for w in writers:
+        out, _ = w.communicate(timeout=300)
+        assert w.returncode == 0, out
     got = disk.cache_get(key)
     np.testing.assert_array_equal(got, np.arange(50_000, dtype=float) * (1 + len(key)))
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]

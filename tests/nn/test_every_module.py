@@ -195,8 +195,20 @@ def _subspace(**f):
     return SubspaceModel(SmallCNN(1, 4, width=2, norm="batch", **f), 10)
 
 
+def _irrep_linear(**f):
+    """An EquivariantLinear large enough to run through its irreducible basis (IrrepProduct), on a batch of 8."""
+    from symkit.groups import SO
+    from symkit.nn.emlp import EquivariantLinear, gated, uniform_rep
+
+    rep = uniform_rep(256, SO(3))
+    layer = EquivariantLinear(rep, gated(rep), **f)
+    assert layer.irrep_product is not None
+    return layer
+
+
 EXAMPLES = {
     "symkit.nn.emlp.EquivariantLinear": (_emlp("EquivariantLinear"), _emlp_input("EquivariantLinear")),
+    "symkit.nn._isotypic.IrrepProduct": (_irrep_linear, lambda **f: torch.randn(8, 256, **f)),
     "symkit.nn.emlp.GatedNonlinearity": (_emlp("GatedNonlinearity"), _emlp_input("GatedNonlinearity")),
     "symkit.nn.emlp.BiLinear": (_emlp("BiLinear"), _emlp_input("BiLinear")),
     "symkit.nn.emlp.EMLPBlock": (_emlp("EMLPBlock"), _emlp_input("EMLPBlock")),

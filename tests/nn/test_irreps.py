@@ -122,3 +122,15 @@ def test_large_tensors_are_not_split_and_their_layer_stays_structured():
     G = S(8)
     layer = EquivariantLinear(T(3)(G), T(4)(G))
     assert layer.irrep_product is None and layer.weight_basis._forms == ["gather"]
+
+
+def test_the_irrep_path_traces_into_one_graph_for_torch_compile():
+    torch._dynamo.reset()
+    rep = uniform_rep(384, O(3))
+    layer = EquivariantLinear(rep, gated(rep), dtype=torch.float64)
+    x = torch.randn(16, rep.size, dtype=torch.float64)
+    compiled = torch.compile(layer, backend="eager", fullgraph=True)
+    out = compiled(x)
+    torch.testing.assert_close(out, _dense_output(layer, x), rtol=1e-12, atol=1e-12)
+    out.square().sum().backward()
+    assert all(p.grad is not None for p in layer.parameters() if p.requires_grad)

@@ -83,6 +83,8 @@ class _Decomposer:
         return self.types[key]
 
     def _split(self, leaves: tuple) -> tuple[np.ndarray, list[tuple[int, int]]] | None:
+        """The eigenspaces of a random symmetric element of the type's commutant, each checked irreducible of real
+        type and aligned with its class."""
         C = _hom_matrices(leaves, leaves)  # the commutant
         d = C.shape[1]
         S = np.tensordot(self.rng.standard_normal(C.shape[0]), C, axes=1)
@@ -131,7 +133,7 @@ class IrrepPlan:
     """The change of basis and the map from coefficients to the per-irrep weights.
 
     ``in_rotation``/``out_rotation``: per object type, ``(positions (copies, d), P)``; ``in_order``/``out_order``:
-    the rotated entries grouped by irrep, ``(irrep, component, copy)``; ``irreps``: ``(dim, n_in, n_out)``;
+    the rotated entries grouped by irrep, ``(irrep, copy, component)``; ``irreps``: ``(dim, n_in, n_out)``;
     ``weight_src``, ``weight_dst``, ``weight_coef``: ``W_flat[dst] += coef * beta_flat[src]``."""
 
     in_rotation: list[tuple[np.ndarray, np.ndarray]]

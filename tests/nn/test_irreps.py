@@ -134,3 +134,20 @@ def test_the_irrep_path_traces_into_one_graph_for_torch_compile():
     torch.testing.assert_close(out, _dense_output(layer, x), rtol=1e-12, atol=1e-12)
     out.square().sum().backward()
     assert all(p.grad is not None for p in layer.parameters() if p.requires_grad)
+
+
+def test_callers_that_only_read_the_weight_build_no_irreducible_form():
+    """RPPLinear fuses both paths' weights into one matmul, so its equivariant layer keeps the dense weight; a layer
+    asked for ``irreps=False`` gives the same map as one that has the irreducible form."""
+    from symkit.nn import RPPLinear
+
+    rep = uniform_rep(384, O(3))
+    rpp = RPPLinear(rep, gated(rep), dtype=torch.float64)
+    assert rpp.equivariant.irrep_product is None
+    torch.manual_seed(4)
+    fast = EquivariantLinear(rep, gated(rep), dtype=torch.float64)
+    torch.manual_seed(4)
+    dense = EquivariantLinear(rep, gated(rep), dtype=torch.float64, irreps=False)
+    assert fast.irrep_product is not None and dense.irrep_product is None
+    x = torch.randn(32, rep.size, dtype=torch.float64)
+    assert torch.allclose(fast(x), dense(x), rtol=0, atol=1e-12)

@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 from torch import nn
 
 from symkit.nn._factory import factory
 from symkit.reps.core import ProductRep, Rep
-from symkit.reps.solve import dense_block
+from symkit.reps.solve import dense_array, object_index
 
 __all__ = ["IrrepPlan", "plan_irreps", "IrrepProduct", "MAX_RATIO", "MIN_DENSE"]
 
@@ -50,9 +49,7 @@ def _leaf_rep(leaves: tuple) -> Rep:
 def _hom_matrices(src: tuple, dst: tuple) -> np.ndarray:
     """A basis of the equivariant maps from object type ``src`` to ``dst`` as matrices ``(r, d_dst, d_src)``."""
     a, b = _leaf_rep(src), _leaf_rep(dst)
-    Q = dense_block((a >> b).equivariant_basis())
-    Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
-    return Q.T.reshape(-1, b.size, a.size)
+    return dense_array((a >> b).equivariant_basis()).T.reshape(-1, b.size, a.size)
 
 
 @dataclass
@@ -151,10 +148,11 @@ def _cat(xs: list) -> np.ndarray:
     return np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)
 
 
-def _types(rep: Rep, dec: _Decomposer) -> list[tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]] | None:
-    """Per object type of ``rep``: its positions ``(copies, d)``, ``P`` and irreducible subspaces."""
+def _types(blocks: list, dec: _Decomposer) -> list[tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]] | None:
+    """Per object type (canonical block) of a rep: its positions ``(copies, d)``, ``P`` and irreducible
+    subspaces."""
     types = []
-    for blk in rep.canonical_blocks():
+    for blk in blocks:
         found = dec.split(blk.leaves)
         if found is None:
             return None
@@ -178,16 +176,6 @@ def _order(types: list, copies: dict, labels: list, dims: dict) -> np.ndarray:
     return np.asarray(pos, dtype=np.int64)
 
 
-def _objects(types: list, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per entry of a rep: its object type, its copy and its place in the copy."""
-    type_of, copy_of, local_of = (np.full(size, -1, dtype=np.int64) for _ in range(3))
-    for t, (pos, _, _) in enumerate(types):
-        type_of[pos] = t
-        copy_of[pos] = np.arange(pos.shape[0])[:, None]
-        local_of[pos] = np.arange(pos.shape[1])[None, :]
-    return type_of, copy_of, local_of
-
-
 def plan_irreps(rep_in: Rep, rep_out: Rep, parts: list, coefficient_sizes: list[int],
                 max_ratio: float = MAX_RATIO, min_dense: int = MIN_DENSE) -> IrrepPlan | None:
     """The plan for ``rep_in >> rep_out`` whose structured basis has blocks ``parts`` (``(pos, Q)``, coefficients of
@@ -197,11 +185,12 @@ def plan_irreps(rep_in: Rep, rep_out: Rep, parts: list, coefficient_sizes: list[
     has fewer than ``min_dense`` entries."""
     if not (rep_in.is_orthogonal and rep_out.is_orthogonal) or rep_in.size * rep_out.size < min_dense:
         return None
-    sizes = [blk.size for rep in (rep_in, rep_out) for blk in rep.canonical_blocks()]
+    blocks_in, blocks_out = rep_in.canonical_blocks(), rep_out.canonical_blocks()
+    sizes = [blk.size for blk in blocks_in + blocks_out]
     if max(sizes, default=0) > MAX_OBJECT_SIZE or any(Q.shape[0] * Q.shape[1] > MAX_BLOCK_ENTRIES for _, Q in parts):
         return None  # a large tensor (S(8)'s T(4): 4096 numbers) is not split; its blocks stay structured
     dec = _Decomposer()
-    t_in, t_out = _types(rep_in, dec), _types(rep_out, dec)
+    t_in, t_out = _types(blocks_in, dec), _types(blocks_out, dec)
     if t_in is None or t_out is None:
         return None
     dims = {label: irrep.dim for label, irrep in enumerate(dec.irreps)}
@@ -222,14 +211,13 @@ def plan_irreps(rep_in: Rep, rep_out: Rep, parts: list, coefficient_sizes: list[
     # W_l[p, q] = sum_k beta[copy, k] c_k, c_k the trace per dimension of basis matrix k between the two subspaces
     src, dst, coef, nonzeros = [], [], [], 0
     flat_start = np.cumsum([0, *coefficient_sizes])[:-1]
-    obj_in, obj_out = _objects(t_in, rep_in.size), _objects(t_out, rep_out.size)
+    obj_in, obj_out = object_index(blocks_in, rep_in.size), object_index(blocks_out, rep_out.size)
     n_in = rep_in.size
     for b, (pos, Q) in enumerate(parts):
         r = Q.shape[1]
         if r == 0 or pos.shape[0] == 0:
             continue
-        Q = dense_block(Q)
-        Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
+        Q = dense_array(Q)
         if np.iscomplexobj(Q):
             return None
         rows, cols = pos // n_in, pos % n_in

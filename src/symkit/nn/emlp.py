@@ -22,7 +22,7 @@ from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import Resettable, factory, on
 from symkit.nn._isotypic import IrrepProduct, plan_irreps
 from symkit.reps.core import Rep, Scalar, SumRep, T
-from symkit.reps.solve import dense_block
+from symkit.reps.solve import dense_array, object_index
 
 __all__ = [
     "EquivariantLinear",
@@ -121,10 +121,9 @@ def check_input(who: Callable[[], str], module: nn.Module, x: Any, size: int) ->
 
 def _dense(Q: Any) -> np.ndarray:
     try:
-        Q = dense_block(Q, "EquivariantLinear weight")
+        Q = dense_array(Q, "EquivariantLinear weight")
     except ValueError as exc:
         raise ValueError(f"EquivariantLinear: {exc}") from None
-    Q = Q.toarray() if sp.issparse(Q) else np.asarray(Q)
     if np.iscomplexobj(Q):
         raise ValueError("EquivariantLinear supports real representations only (the basis is complex)")
     return Q
@@ -238,14 +237,15 @@ class EquivariantLinear(Equivariant, nn.Module):
     is much cheaper (large layers: ``irrep_product`` is then set), ``W x`` is applied in the irreducible basis, one
     small dense product per irrep (Schur's lemma, :mod:`symkit.nn._isotypic`): the same function of the same
     coefficients, about 5x fewer multiply-adds and 1.6x faster at 384 channels of O(3) or SO(3), for batches of
-    ``IRREP_MIN_BATCH`` or more. Otherwise, in ``eval()`` mode without gradients (``torch.no_grad()``,
-    ``inference_mode``) the assembled ``W`` and ``b`` are cached and rebuilt only when a parameter changes (its
-    version counter or storage), so inference costs one matmul. :meth:`to_linear` gives the equivalent
-    ``nn.Linear``.
+    ``IRREP_MIN_BATCH`` or more (``irreps=False`` keeps the dense weight, for a caller that only reads
+    :attr:`weight`, as :class:`~symkit.nn.rpp.RPPLinear` does). Otherwise, in ``eval()`` mode without gradients
+    (``torch.no_grad()``, ``inference_mode``) the assembled ``W`` and ``b`` are cached and rebuilt only when a
+    parameter changes (its version counter or storage), so inference costs one matmul. :meth:`to_linear` gives the
+    equivalent ``nn.Linear``.
     """
 
     def __init__(self, rep_in: Rep, rep_out: Rep, bias: bool = True, device: Any = None,
-                 dtype: torch.dtype | None = None) -> None:
+                 dtype: torch.dtype | None = None, irreps: bool = True) -> None:
         super().__init__()
         self.rep_in = _check_rep("rep_in", rep_in)
         self.rep_out = _check_rep("rep_out", rep_out)
@@ -258,7 +258,8 @@ class EquivariantLinear(Equivariant, nn.Module):
         stds = [math.sqrt(share * pos.shape[1] / max(Q.shape[1], 1) / max(rep_in.size, 1)) for pos, Q in blocks]
         self.weight_basis = _BasisExpansion(hom, stds, device, dtype)
         self.bias_basis = _BasisExpansion(rep_out, 0.0, device, dtype) if bias else None
-        plan = plan_irreps(rep_in, rep_out, blocks, [c.numel() for c in self.weight_basis.coefficients])
+        sizes = [c.numel() for c in self.weight_basis.coefficients]
+        plan = plan_irreps(rep_in, rep_out, blocks, sizes) if irreps else None
         #: ``W x`` through the irreducible basis (:mod:`symkit.nn._isotypic`) where that is much cheaper, else None
         self.irrep_product = None if plan is None else IrrepProduct(plan, rep_in.size, rep_out.size, device, dtype)
 
@@ -452,14 +453,8 @@ def _interactions(rep: Rep) -> tuple[list[tuple[int, int]], list[_Interaction], 
     ``s(a, c)`` of the source objects, the same map for every copy pair of the interaction."""
     n = rep.size
     blocks = rep.canonical_blocks()
-    block_of, copy_of, local_of = (np.full(n, -1, dtype=np.int64) for _ in range(3))
-    sources = {}
-    for bi, blk in enumerate(blocks):
-        block_of[blk.pos] = bi
-        copy_of[blk.pos] = np.arange(blk.mult)[:, None]
-        local_of[blk.pos] = np.arange(blk.size)[None, :]
-        if blk.size > 1:
-            sources[_block_key(blk.leaves)] = blk.pos
+    block_of, copy_of, local_of = object_index(blocks, n)
+    sources = {_block_key(blk.leaves): blk.pos for blk in blocks if blk.size > 1}
     shapes, out = [], []
     for hb in (rep >> rep).canonical_blocks():
         src = sources.get(_block_key(hb.leaves))

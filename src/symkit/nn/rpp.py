@@ -59,7 +59,8 @@ class RPPLinear(Resettable, Equivariant, nn.Module):
                  dtype: torch.dtype | None = None) -> None:
         super().__init__()
         f = factory(device, dtype)
-        self.equivariant = EquivariantLinear(rep_in, rep_out, **f)
+        # both paths are read as weights and fused into one matmul (forward), so no irreducible form is built
+        self.equivariant = EquivariantLinear(rep_in, rep_out, **f, irreps=False)
         self.subgroup = subgroup
         if subgroup is None:
             basic = nn.Linear(rep_in.size, rep_out.size, dtype=f["dtype"])  # initialised on the CPU, then moved
@@ -70,7 +71,7 @@ class RPPLinear(Resettable, Equivariant, nn.Module):
         else:
             if not isinstance(subgroup, Group):
                 raise TypeError(f"RPPLinear: subgroup must be a symkit Group, got {type(subgroup).__name__}")
-            self.basic = EquivariantLinear(rep_in.restrict(subgroup), rep_out.restrict(subgroup), **f)
+            self.basic = EquivariantLinear(rep_in.restrict(subgroup), rep_out.restrict(subgroup), **f, irreps=False)
             with torch.no_grad():
                 for p in self.basic.weight_basis.parameters():
                     p.mul_(BASIC_INIT_SCALE)

@@ -40,7 +40,8 @@ from symkit.reps.coupling import coupled_invariants, coupled_rank, coupling_appl
 
 __all__ = [
     "DENSE_MAX", "METHODS", "canonical_blocks", "segment_methods", "StructuredBasis", "structured_basis",
-    "equivariant_basis", "equivariant_projector", "rank", "clear_memory_cache", "dense_block",
+    "equivariant_basis", "equivariant_projector", "rank", "clear_memory_cache", "dense_block", "dense_array",
+    "object_index",
 ]
 
 #: largest block dimension solved by the dense path under method="auto"
@@ -423,6 +424,23 @@ def dense_block(Q: Any, what: str = "dense") -> Any:
             "rep.equivariant_projector() or rep.structured_basis() (its blocks apply with @), or raise "
             "SYMKIT_LAZY_BASIS_BYTES")
     return Q
+
+
+def dense_array(Q: Any, what: str = "dense") -> np.ndarray:
+    """A block's basis as a dense numpy array (:func:`dense_block`, then a sparse block made dense)."""
+    Q = dense_block(Q, what)
+    return Q.toarray() if sp.issparse(Q) else np.asarray(Q)
+
+
+def object_index(blocks: list[Block], size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per entry of a rep of ``size`` numbers laid out in ``blocks`` (its canonical blocks): the block it belongs to,
+    its copy within the block, and its place within the copy."""
+    block_of, copy_of, local_of = (np.full(size, -1, dtype=np.int64) for _ in range(3))
+    for b, blk in enumerate(blocks):
+        block_of[blk.pos] = b
+        copy_of[blk.pos] = np.arange(blk.pos.shape[0])[:, None]
+        local_of[blk.pos] = np.arange(blk.pos.shape[1])[None, :]
+    return block_of, copy_of, local_of
 
 
 # ---------------------------------------------------------------------------------------------- assembled bases

@@ -103,7 +103,7 @@ def test_bilinear_layer_is_equivariant_and_quadratic():
 def _bilinear_by_entries(layer: BiLinear, x: torch.Tensor) -> torch.Tensor:
     """The definition entry by entry (an independent reference): every entry of W(x) block w is a combination
     of the K source objects' matching entries, and contributes y[row] += W[row, col] x[col]."""
-    from symkit.nn.emlp import _block_key
+    from symkit.nn.bilinear import _block_key
 
     rep, n = layer.rep, layer.rep.size
     sources = {_block_key(b.leaves): b.pos for b in rep.canonical_blocks() if b.size > 1}

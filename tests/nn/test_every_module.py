@@ -210,7 +210,7 @@ EXAMPLES = {
     "symkit.nn.emlp.EquivariantLinear": (_emlp("EquivariantLinear"), _emlp_input("EquivariantLinear")),
     "symkit.nn._isotypic.IrrepProduct": (_irrep_linear, lambda **f: torch.randn(8, 256, **f)),
     "symkit.nn.emlp.GatedNonlinearity": (_emlp("GatedNonlinearity"), _emlp_input("GatedNonlinearity")),
-    "symkit.nn.emlp.BiLinear": (_emlp("BiLinear"), _emlp_input("BiLinear")),
+    "symkit.nn.bilinear.BiLinear": (_emlp("BiLinear"), _emlp_input("BiLinear")),
     "symkit.nn.emlp.EMLPBlock": (_emlp("EMLPBlock"), _emlp_input("EMLPBlock")),
     "symkit.nn.emlp.EMLP": (_emlp("EMLP"), _emlp_input("EMLP")),
     "symkit.nn.emlp.MLP": (_b("symkit.nn.emlp.MLP", 7, 3, ch=16, num_layers=2), _vector(7)),

@@ -1,0 +1,56 @@
+"""Checks of a layer's arguments and inputs, with one-line errors that name what was wrong and what was expected."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from symkit.reps.core import Rep
+
+__all__ = ["check_input", "check_rep"]
+
+
+def check_rep(what: str, rep: Any) -> Rep:
+    if not isinstance(rep, Rep):
+        raise TypeError(f"{what} must be a symkit Rep, got {type(rep).__name__}")
+    if not rep.is_bound:
+        raise ValueError(f"{what} {rep!r} is not bound to a group; call it with a group, e.g. T(1)(SO(3))")
+    return rep
+
+
+def _param_dtype(module: nn.Module) -> torch.dtype | None:
+    for t in (*module.parameters(), *module.buffers()):
+        if t.is_floating_point():
+            return t.dtype
+    return None
+
+
+def _autocast_dtype(x: torch.Tensor) -> bool:
+    """Whether ``x`` has the dtype of an autocast region active on its device (mixed precision: a layer's output
+    there may be bfloat16 while the parameters stay float32)."""
+    kind = x.device.type
+    return torch.is_autocast_enabled(kind) and x.dtype == torch.get_autocast_dtype(kind)
+
+
+def check_input(who: Callable[[], str], module: nn.Module, x: Any, size: int) -> None:
+    """One-line errors for inputs a layer cannot take: not a tensor, a dtype other than the parameters', or a
+    last dimension other than ``size``. ``who()`` names the layer; it is called only to word an error (so a
+    forward pass formats no strings, and ``torch.compile`` traces it without a graph break)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(
+            f"{who()} expects a torch.Tensor of shape (batch, {size}), got {type(x).__name__}; "
+            f"convert it with torch.as_tensor(x, dtype=torch.float32)"
+        )
+    dt = _param_dtype(module)
+    if dt is not None and x.dtype != dt and not _autocast_dtype(x):
+        raise TypeError(
+            f"{who()} has {str(dt).removeprefix('torch.')} parameters but the input is "
+            f"{str(x.dtype).removeprefix('torch.')}; convert it with x.to({dt})"
+            + (f" or build the model with dtype={x.dtype}" if x.is_floating_point() else "")
+        )
+    if x.ndim == 0 or x.shape[-1] != size:
+        got = "a scalar" if x.ndim == 0 else f"{x.shape[-1]} features"
+        raise ValueError(f"{who()} expects {size} features in the last dimension, got {got}")

@@ -4,19 +4,22 @@ Run: ``.venv/bin/python benchmarks/bench_models.py [--quick | --full] [--emlp-ti
 
 Model (the thesis's sizes, Sec. 2.6): input ``5 Scalar + 5 V``, output ``T(2)``, 3 hidden layers of ``ch`` channels
 (``uniform_rep``), Adam, MSE, float32, one thread on every side. For each group, width and batch it times, each model
-in a fresh subprocess: the forward pass (no gradients), one training step (forward, backward, Adam), and the peak
-memory a training step adds (``ru_maxrss`` after the steps minus before them). Models: EMLP with bilinear layers,
-EMLP without them, RPP-EMLP, and ``MLP(ch=ch)`` (the MLP of equal width). The emlp column runs emlp 1.0.3's objax
-EMLP on the same model and batch, its step jitted (compilation excluded) in ``.bench/emlp-venv`` (see
-docs/core.md); without it the column reads "not installed". A per-layer table times forward plus backward of each
-layer type at ch=384, batch 500 against ``nn.Linear`` of the same size.
+in a fresh subprocess: the forward pass (no gradients), one training step (forward, backward, Adam), and its memory.
+Memory is the tensor memory of a training step after the first (``benchcommon.TensorMemory``: parameters, buffers
+and Adam's state plus the peak of what the step allocates, on any device what a CUDA allocator's peak counts); the
+rise of the process's resident memory over the first step is printed beside it, but it also holds what the
+libraries load on first use (about 25 MB here, the same for every model), which shrinks every ratio. Models: EMLP
+with bilinear layers, EMLP without them, RPP-EMLP, and ``MLP(ch=ch)`` (the MLP of equal width). The emlp column
+runs emlp 1.0.3's objax EMLP on the same model and batch, its step jitted (compilation excluded) in
+``.bench/emlp-venv`` (see docs/core.md); without it the column reads "not installed". A per-layer table times
+forward plus backward of each layer type at ch=384, batch 500 against ``nn.Linear`` of the same size.
 
 Default: ch=384, batch 500 for O(3), SO(3), O(1,3), S(5), plus ch 128 and 1024 and batch 32 for O(3); ``--full``:
 every width and batch for every group; ``--quick``: O(3) at ch=384, batch 500. Timings on a shared machine are
 noisy: compare the ratios of one run.
 
-``--device`` puts symkit's models and data on that device (timings synchronised with it; peak memory is then the
-device's, see ``benchcommon.MemoryRise``); emlp's JAX runs on the CPU in its own venv whatever the device, so its
+``--device`` puts symkit's models and data on that device (timings synchronised with it; the rise column is then the
+device's memory, see ``benchcommon.MemoryRise``); emlp's JAX runs on the CPU in its own venv whatever the device, so its
 column compares against a CPU run. There is no ``--precision``: symkit's equivariant layers take inputs in their
 parameters' dtype only, so bfloat16 autocast does not apply to them.
 """
@@ -107,9 +110,12 @@ def measure_symkit(group: str, ch: int, batch: int, kind: str, device: str = "cp
 
     memory = bc.MemoryRise(dev)
     step()
-    peak = memory.mb()
+    rise = memory.mb()
+    with bc.TensorMemory() as tensors:  # a second step: the optimiser's state exists, as in every later step
+        step()
+    peak = (bc.resident_bytes(model, opt) + tensors.peak) / 2**20
     return {"build_s": build, "step_ms": 1e3 * _timed(step, dev), "fwd_ms": 1e3 * _timed(forward, dev),
-            "peak_mb": peak, "params": sum(p.numel() for p in model.parameters()),
+            "peak_mb": peak, "rise_mb": rise, "params": sum(p.numel() for p in model.parameters()),
             "macs": multiply_adds(model)}
 
 
@@ -285,9 +291,10 @@ def main() -> None:
     cases = _cases("quick" if args.quick else "full" if args.full else "default")
     print(f"EMLP training step against an MLP of equal width and emlp 1.0.3 (1 thread each, float32, Adam); symkit on "
           f"{bc.describe(device)}" + ("" if device.type == "cpu" else ", emlp 1.0.3 on the CPU (JAX in its own venv)"))
-    print(f"peak MB: {bc.MemoryRise.what(device)} over one training step")
+    print("peak MB: tensor memory of a training step (parameters, buffers and Adam's state, plus the peak of what the "
+          f"step allocates); rise MB: {bc.MemoryRise.what(device)} over the first step")
     print(f"{'group':<8}{'ch':>5}{'batch':>6}  {'model':<11}{'fwd ms':>9}{'step ms':>10}{'step/MLP':>10}"
-          f"{'MACs/MLP':>10}{'peak MB':>9}{'peak/MLP':>10}{'params':>9}")
+          f"{'MACs/MLP':>10}{'peak MB':>9}{'peak/MLP':>10}{'rise MB':>9}{'params':>9}")
     summary = []
     for group, ch, batch in cases:
         results = {kind: _in_subprocess(group, ch, batch, kind, args.device) for kind in MODELS}
@@ -296,7 +303,7 @@ def main() -> None:
             print(f"{group:<8}{ch:>5}{batch:>6}  {kind:<11}{_fmt(r, 'fwd_ms'):>9}{_fmt(r, 'step_ms'):>10}"
                   f"{_ratio(r, results['mlp'], 'step_ms'):>10}{_ratio(r, results['mlp'], 'macs'):>10}"
                   f"{_fmt(r, 'peak_mb'):>9}"
-                  f"{_ratio(r, results['mlp'], 'peak_mb'):>10}{_fmt(r, 'params', 'd'):>9}")
+                  f"{_ratio(r, results['mlp'], 'peak_mb'):>10}{_fmt(r, 'rise_mb'):>9}{_fmt(r, 'params', 'd'):>9}")
         emlp = measure_emlp(group, ch, batch, args.emlp_timeout) if batch == 500 and ch <= 384 else "not run"
         speedup = _ratio(emlp, results["emlp"], "step_ms")
         print(f"{group:<8}{ch:>5}{batch:>6}  {'emlp 1.0.3':<11}{'':>9}{_fmt(emlp, 'step_ms'):>10}"

@@ -19,6 +19,7 @@ def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, 
     assert out["curve_steps"] == [0, 300, 600] and all(math.isfinite(r) for r in out["curve_returns"])
     assert out["final_return"] == out["curve_returns"][-1] and out["tau"] == 0.004  # Table A.9, Walker2d
     assert out["train_episodes"] >= 1 and out["resumed_from"] == 0
+    assert out["mean_best_return"] >= out["mean_return"] and out["best_return"] == max(out["curve_returns"])
     folder = checkpoint_dir(config)
     assert folder.parent == tmp_path / "rl-sac" and (folder / "sac.zip").exists()
     again = exp.run(config)  # a finished run is not trained again

@@ -13,7 +13,7 @@ pytest.importorskip("stable_baselines3")
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
 from symkit.rl import PRESETS  # noqa: E402
-from symkit.rl.sac import critic_tau, make_sac, train_sac  # noqa: E402
+from symkit.rl.sac import SACResult, area_under_curve, best_so_far, critic_tau, make_sac, train_sac  # noqa: E402
 from symkit.rl.transitions import group_elements  # noqa: E402
 
 
@@ -117,3 +117,11 @@ def test_gradients_are_clipped_to_the_reference_norm_before_every_optimiser_step
 
     with pytest.raises(ValueError, match="max_grad_norm"):
         make_sac(p, "mlp", p.make_env(), ch=16, learning_starts=10, buffer_size=100, max_grad_norm=-1.0)
+
+
+def test_figure_3_4s_curve_is_the_best_return_so_far_and_its_mean_is_taken_over_steps():
+    assert best_so_far([3.0, 1.0, 5.0, 4.0]) == [3.0, 3.0, 5.0, 5.0] and best_so_far([]) == []
+    result = SACResult(steps=[0, 10, 30], returns=[2.0, 0.0, 6.0])
+    assert area_under_curve(result) == pytest.approx((10 * 1.0 + 20 * 3.0) / 30)  # trapezoids
+    assert area_under_curve(result, best=True) == pytest.approx((10 * 2.0 + 20 * 4.0) / 30)
+    assert area_under_curve(SACResult(steps=[0], returns=[7.0]), best=True) == 7.0

@@ -103,7 +103,8 @@ def run(config: SACConfig) -> dict[str, Any]:
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),
-        "mean_return": area_under_curve(result), "curve_steps": result.steps, "curve_returns": result.returns,
+        "mean_return": area_under_curve(result), "mean_best_return": area_under_curve(result, best=True),
+        "curve_steps": result.steps, "curve_returns": result.returns,
         "train_episodes": len(result.train_returns),
         "last_train_return": result.train_returns[-1] if result.train_returns else math.nan,
         "train_seconds": result.seconds, "seconds_per_update": result.seconds / max(updates, 1),
@@ -112,20 +113,24 @@ def run(config: SACConfig) -> dict[str, Any]:
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Final and mean evaluation returns per environment and model (means over seeds)."""
-    lines = ["| env | model | seeds | final return | mean return over the curve | s per update |",
-             "|---|---|---|---|---|---|"]
+    """Final and mean evaluation returns per environment and model (means over seeds); "best so far" is the mean of
+    Figure 3.4's curve (the best return reached up to each evaluation)."""
+    lines = ["| env | model | seeds | final return | mean return over the curve | mean best so far (Fig. 3.4) "
+             "| s per update |", "|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), str(r["config"].get("model")))):
         m = r["mean"]
         lines.append(f"| {r['config'].get('env')} | {r['config'].get('model')} | {r['n']} | "
                      f"{m.get('final_return', math.nan):.1f} | {m.get('mean_return', math.nan):.1f} | "
-                     f"{m.get('seconds_per_update', math.nan):.3f} |")
+                     f"{m.get('mean_best_return', math.nan):.1f} | {m.get('seconds_per_update', math.nan):.3f} |")
     return "\n".join(lines)
 
 
 def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> list[Path]:
-    """Figure 3.4: evaluation return against environment steps, one panel per environment, the mean over seeds of
-    each model with a band of one standard deviation."""
+    """Figure 3.4: per environment (columns), the best evaluation return reached so far against environment steps
+    (the thesis's curve, top row) and the evaluation return itself (bottom row); the mean over seeds of each model
+    with a band of one standard deviation."""
+    from symkit.rl.sac import best_so_far
+
     curves: dict[str, dict[str, list[tuple[list[int], list[float]]]]] = {}
     for r in runs:
         m = r["metrics"]
@@ -139,19 +144,22 @@ def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> li
     import matplotlib.pyplot as plt
 
     envs = [e for e in PRESETS if e in curves] + sorted(set(curves) - set(PRESETS))
-    fig, axes = plt.subplots(1, len(envs), figsize=(4.2 * len(envs), 3.4), squeeze=False)
-    for ax, env in zip(axes[0], envs):
-        for model, runs_ in sorted(curves[env].items()):
+    fig, axes = plt.subplots(2, len(envs), figsize=(4.2 * len(envs), 6.4), squeeze=False, sharex="col")
+    for col, env in enumerate(envs):
+        for colour, (model, runs_) in enumerate(sorted(curves[env].items())):
             n = min(len(s) for s, _ in runs_)
             steps = np.asarray(runs_[0][0][:n])
-            values = np.asarray([ret[:n] for _, ret in runs_], dtype=float)
-            mean, std = values.mean(0), values.std(0)
-            (line,) = ax.plot(steps, mean, label=f"{model} ({len(runs_)} seeds)")
-            ax.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.2)
-        ax.set_title(env)
-        ax.set_xlabel("environment steps")
-        ax.set_ylabel("evaluation return")
-        ax.legend(fontsize=8)
+            raw = np.asarray([ret[:n] for _, ret in runs_], dtype=float)
+            for row, values in enumerate((np.asarray([best_so_far(v) for v in raw]), raw)):
+                ax = axes[row][col]
+                mean, std = values.mean(0), values.std(0)
+                ax.plot(steps, mean, label=f"{model} ({len(runs_)} seeds)", color=f"C{colour}")
+                ax.fill_between(steps, mean - std, mean + std, color=f"C{colour}", alpha=0.2)
+        axes[0][col].set_title(env)
+        axes[0][col].set_ylabel("best return so far (Fig. 3.4)")
+        axes[1][col].set_ylabel("evaluation return")
+        axes[1][col].set_xlabel("environment steps")
+        axes[0][col].legend(fontsize=8)
     fig.tight_layout()
     out = Path(out_dir) / "rl-sac_curves.png"
     out.parent.mkdir(parents=True, exist_ok=True)

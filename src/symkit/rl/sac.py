@@ -56,7 +56,7 @@ from symkit.rl.presets import LocomotionPreset, preset
 from symkit.rl.transitions import hidden_rep, scale_last_layer
 
 __all__ = ["KINDS", "BASELINE_TAU", "PresetFeatures", "SymmetricSACPolicy", "SACResult", "make_sac", "train_sac",
-           "critic_tau", "area_under_curve"]
+           "critic_tau", "area_under_curve", "best_so_far"]
 
 KINDS = ("mlp", "emlp", "rpp")
 BASELINE_TAU = 0.005  # Table A.9, every baseline
@@ -359,8 +359,16 @@ def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval
     return result
 
 
-def area_under_curve(result: SACResult) -> float:
-    """The mean evaluation return over the curve (trapezoids over steps): a learning curve's data efficiency."""
+def best_so_far(returns: list[float]) -> list[float]:
+    """Figure 3.4's curve: at each evaluation, the best mean evaluation return reached so far (the thesis plots the
+    "max average reward attained at each step")."""
+    return np.maximum.accumulate(np.asarray(returns, dtype=float)).tolist() if len(returns) else []
+
+
+def area_under_curve(result: SACResult, *, best: bool = False) -> float:
+    """The mean evaluation return over the curve (trapezoids over steps): a learning curve's data efficiency. With
+    ``best``, the mean of Figure 3.4's best-so-far curve (:func:`best_so_far`) instead."""
+    returns = best_so_far(result.returns) if best else result.returns
     if len(result.steps) < 2:
-        return float(result.returns[-1]) if result.returns else math.nan
-    return float(np.trapezoid(result.returns, result.steps) / (result.steps[-1] - result.steps[0]))
+        return float(returns[-1]) if returns else math.nan
+    return float(np.trapezoid(returns, result.steps) / (result.steps[-1] - result.steps[0]))

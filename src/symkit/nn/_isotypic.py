@@ -33,6 +33,10 @@ __all__ = ["IrrepPlan", "plan_irreps", "IrrepProduct", "MAX_RATIO", "MIN_DENSE"]
 
 _SEED = 20240229  # the random commutant element; any generic choice gives the same layer up to rounding
 _TOL = 1e-8  # relative: eigenvalue clusters, zero intertwiners, and the final check
+#: relative size below which a basis matrix's coefficient on an irrep pair is the rounding of an exact zero and is
+#: left out of the weight assembly; a genuine coefficient can be far smaller than _TOL (a random alignment of the
+#: copies of an irrep makes them random numbers), and dropping those cost S(4)'s Scalar + T(3) -> T(3) 2e-9
+_ZERO = 1e-13
 #: the irreducible form replaces the dense product only where it costs at most this share of it: it runs about 40
 #: small operations where the dense product runs one, which pays off at O(3) 384 channels (1.6x faster at every batch
 #: size from 8 to 1000, one CPU thread) and not at 128 channels (2x slower)
@@ -235,6 +239,7 @@ def plan_irreps(rep_in: Rep, rep_out: Rep, parts: list, coefficient_sizes: list[
                 return None
             Qk = Q[entry.reshape(-1)].T.reshape(r, *entry.shape)
             R = np.einsum("ax,kab,by->kxy", P_o, Qk, P_i)  # the basis in irreducible coordinates
+            zero = _ZERO * max(np.abs(R).max(initial=0.0), 1.0)
             expected = np.zeros_like(R)
             for jo, lab in sub_o:
                 for ji, lab_i in sub_i:
@@ -245,7 +250,7 @@ def plan_irreps(rep_in: Rep, rep_out: Rep, parts: list, coefficient_sizes: list[
                     expected[:, jo:jo + dl, ji:ji + dl] = cs[:, None, None] * np.eye(dl)
                     p = np.asarray([index_out[(o, c, jo)] for c in co[sel, 0]])
                     q = np.asarray([index_in[(i, c, ji)] for c in ci[sel, 0]])
-                    for k in np.flatnonzero(np.abs(cs) > _TOL):
+                    for k in np.flatnonzero(np.abs(cs) > zero):
                         src.append(flat_start[b] + sel * r + k)
                         dst.append(offsets[lab] + p * len(cin[lab]) + q)
                         coef.append(np.full(len(sel), cs[k]))

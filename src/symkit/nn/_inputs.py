@@ -14,6 +14,7 @@ __all__ = ["check_input", "check_rep"]
 
 
 def check_rep(what: str, rep: Any) -> Rep:
+    """``rep`` if it is a symkit Rep bound to a group; else a one-line error naming ``what`` and the fix."""
     if not isinstance(rep, Rep):
         raise TypeError(f"{what} must be a symkit Rep, got {type(rep).__name__}")
     if not rep.is_bound:

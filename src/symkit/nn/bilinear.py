@@ -56,7 +56,6 @@ class _Interaction:
         # M per sample: (d_O, d_I K) laid out (a, c, k) when the weights go first, else (d_O K, d_I) as (a, k, c)
         self.src = src.transpose(1, 2, 0).reshape(-1) if self.weights_first else src.transpose(1, 0, 2).reshape(-1)
         self.inp = in_pos.T.reshape(-1)  # (c, j): x_I as (d_I, m_I) per sample
-        self.out = out_pos.T.reshape(-1)  # (a, i): the result as (d_O, m_O) per sample
         # flat indices into the (pairs, K) parameter: weights as (m_I, K m_O) laid out (j, k, i), or (K m_I, m_O)
         flat = grid[:, :, None] * k + np.arange(k)[None, None, :]  # (i, j, k)
         self.w_index = (flat.transpose(1, 2, 0) if self.weights_first else flat.transpose(2, 1, 0)).reshape(-1)
@@ -144,7 +143,9 @@ class BiLinear(Equivariant, nn.Module):
                                  persistent=False)
             for it in its:
                 reads += [it.src] if kind == "z" else [it.inp, it.src]
-            self._groups.append((kind, [(it.out_block, it.shape) for it in its]))
+            # Z first: the shared input's (m_I, d_I); P first: the shared output's (m_O, d_O)
+            m, d = (its[0].shape[1], its[0].shape[3]) if kind == "z" else (its[0].shape[0], its[0].shape[4])
+            self._groups.append((kind, m, d, [(it.out_block, it.shape) for it in its]))
         self._read_sizes = [len(r) for r in reads]
         self.register_buffer("reads", torch.as_tensor(np.concatenate(reads) if reads else np.zeros(0, np.int64),
                                                       dtype=torch.long, device=device), persistent=False)
@@ -177,18 +178,18 @@ class BiLinear(Equivariant, nn.Module):
         acc: dict[int, torch.Tensor] = {}
         operands = iter(torch.split(x2.index_select(1, self.reads), self._read_sizes, dim=1))
         flat = torch.cat([w.reshape(-1) for w in self.weights]) * self.scale if self._groups else None
-        for g, (kind, members) in enumerate(self._groups):
+        for g, (kind, m, d, members) in enumerate(self._groups):
             W = flat.index_select(0, getattr(self, f"w_index_{g}"))
             outs = []
             if kind == "z":  # Z[b, (c, k), i] = sum_j x_j[c] w_ijk, then out[b, a, i] = sum_{c,k} M[a, c, k] Z
-                m_in, d_in = members[0][1][1], members[0][1][3]
+                m_in, d_in = m, d
                 Z, start = next(operands).reshape(n_b * d_in, m_in) @ W.view(m_in, -1), 0
                 for _, (m_out, _, k, _, d_out) in members:  # M: (b, d_O K d_I) laid out (a, c, k)
                     Zt = Z[:, start:start + k * m_out].reshape(n_b, d_in * k, m_out)
                     start += k * m_out
                     outs.append(torch.bmm(next(operands).reshape(n_b, d_out, d_in * k), Zt).view(n_b, d_out * m_out))
             else:  # P[b, (a, k), j] = sum_c M[a, k, c] x_j[c] (M laid out (a, k, c)), then out = sum_{k,j} P w_ijk
-                m_out, d_out = members[0][1][0], members[0][1][4]
+                m_out, d_out = m, d
                 P = []
                 for _, (_, m_in, k, d_in, _) in members:
                     xi, M = next(operands), next(operands)  # (b, d_I m_I) laid out (c, j); M as (a, k, c)
@@ -196,7 +197,7 @@ class BiLinear(Equivariant, nn.Module):
                              .view(n_b * d_out, k * m_in))
                 P = P[0] if len(P) == 1 else torch.cat(P, dim=1)
                 outs.append((P @ W.view(-1, m_out)).view(n_b, d_out * m_out))
-            for (o, _), out in zip(members if kind == "z" else members[:1], outs):
+            for (o, _), out in zip(members, outs):  # P first: one result, for the members' common output block
                 acc[o] = out if o not in acc else acc[o] + out
         pieces = [acc[o] if has else x2.new_zeros(n_b, size) for o, size, has in self._out_blocks]
         y = torch.cat(pieces, dim=1).index_select(1, self.unpermute) if pieces else torch.zeros_like(x2)

@@ -20,8 +20,7 @@ from symkit._checks import check_int
 from symkit.groups.base import Group
 from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import Resettable, factory, on
-from symkit.nn._inputs import check_input
-from symkit.nn._inputs import check_rep as _check_rep
+from symkit.nn._inputs import check_input, check_rep
 from symkit.nn._isotypic import IrrepProduct, plan_irreps
 from symkit.nn.bilinear import BiLinear
 from symkit.reps.core import Rep, Scalar, SumRep, T
@@ -207,8 +206,8 @@ class EquivariantLinear(Equivariant, nn.Module):
     def __init__(self, rep_in: Rep, rep_out: Rep, bias: bool = True, device: Any = None,
                  dtype: torch.dtype | None = None, irreps: bool = True) -> None:
         super().__init__()
-        self.rep_in = _check_rep("rep_in", rep_in)
-        self.rep_out = _check_rep("rep_out", rep_out)
+        self.rep_in = check_rep("rep_in", rep_in)
+        self.rep_out = check_rep("rep_out", rep_out)
         self.in_features, self.out_features = rep_in.size, rep_out.size  # plain ints: forward reads no Rep
         hom = rep_in >> rep_out
         blocks = hom.structured_basis().parts
@@ -294,7 +293,7 @@ def gate_count(rep: Rep) -> int:
 
 def gated(rep: Rep) -> Rep:
     """``rep`` plus one gate scalar per non-scalar, non-permutation object (Sec. 2.6, Weiler et al. 2018)."""
-    n = gate_count(_check_rep("rep", rep))
+    n = gate_count(check_rep("rep", rep))
     return rep + n * Scalar if n else rep
 
 
@@ -303,7 +302,7 @@ class GatedNonlinearity(Equivariant, nn.Module):
 
     def __init__(self, rep: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()  # dtype: accepted for uniformity; the layer has no floating parameters
-        self.rep = _check_rep("rep", rep)
+        self.rep = check_rep("rep", rep)
         gate_index = np.arange(rep.size)  # pointwise entries gate themselves (swish)
         next_gate = rep.size
         for pos, needs in _gated_blocks(rep):

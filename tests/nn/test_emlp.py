@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from symkit.groups import O13, SL, SO, C, D, O, S, Z
 from symkit.nn.emlp import EMLP, BiLinear, EquivariantLinear, GatedNonlinearity, gate_count, gated, uniform_rep
@@ -280,14 +282,43 @@ def test_large_permutation_bases_are_gathers_with_the_same_weights(group, monkey
 
 
 @pytest.mark.parametrize("group", ["O(3)", "S(4)", "O13()"])
-def test_the_bilinear_layer_counts_the_multiply_adds_its_matrix_products_do(group):
+def test_the_bilinear_layer_counts_the_multiply_adds_its_matrix_products_do(group, monkeypatch):
     """``BiLinear.multiply_adds`` (what bench_models.py compares with a dense layer) is what torch's flop counter
-    sees in a forward pass: 2 flops per multiply-add per sample, over every batched and plain matmul."""
+    sees in a forward pass: 2 flops per multiply-add per sample, over every batched and plain matmul. The zero
+    padding of tiny per-sample products (``_bmm``) is turned off here: it adds products of zeros, not counted."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from symkit import groups
+    from symkit.nn import bilinear
 
     layer = BiLinear(gated(uniform_rep(96, eval(group, vars(groups)))))
+    x = torch.randn(7, layer.size)
+    with FlopCounterMode(display=False) as padded:
+        y = layer(x)
+    monkeypatch.setattr(bilinear, "_NAIVE_BMM_BELOW", 0)
     with FlopCounterMode(display=False) as counter:
-        layer(torch.randn(7, layer.size))
+        y_unpadded = layer(x)
     assert counter.get_total_flops() == 2 * 7 * layer.multiply_adds > 0
+    assert padded.get_total_flops() > counter.get_total_flops()  # these layers have tiny products: padded
+    torch.testing.assert_close(y, y_unpadded, rtol=0, atol=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.integers(0, 5), rows=st.integers(1, 30), inner=st.integers(1, 30), cols=st.integers(1, 70),
+       device=st.sampled_from(["cpu", "meta"]))
+def test_padded_small_batched_products_equal_torch_bmm(batch, rows, inner, cols, device):
+    """``_bmm`` pads tiny contractions past ATen's naive-loop bound with zeros: the same products and gradients
+    (float64, exact up to summation order), on every shape, and untouched shapes where it does not pad."""
+    from symkit.nn.bilinear import _bmm
+
+    a = torch.randn(batch, rows, inner, dtype=torch.float64, device=device, requires_grad=True)
+    b = torch.randn(batch, inner, cols, dtype=torch.float64, device=device, requires_grad=True)
+    y = _bmm(a, b)
+    assert y.shape == (batch, rows, cols) and y.dtype == a.dtype and y.device == a.device
+    if device == "meta" or batch == 0:
+        return
+    ref = torch.bmm(a, b)
+    torch.testing.assert_close(y, ref, rtol=1e-13, atol=1e-13)
+    g = torch.randn_like(ref)
+    for u, v in zip(torch.autograd.grad(y, (a, b), g), torch.autograd.grad(ref, (a, b), g)):
+        torch.testing.assert_close(u, v, rtol=1e-13, atol=1e-13)

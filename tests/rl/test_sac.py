@@ -55,6 +55,7 @@ def test_the_rpp_optimisers_speeds_and_small_first_policies():
     p, rpp = _sac("Walker2d", "rpp", basic_wd=1e-3, equivariant_wd=1e-5)
     for opt in (rpp.policy.actor.optimizer, rpp.policy.critic.optimizer):
         assert all(g["betas"] == (0.5, 0.999) for g in opt.param_groups)
+        assert opt.defaults["fused"] is True  # one kernel over the many small tensors, on the CPU
         assert sorted(g["weight_decay"] for g in opt.param_groups) == [0.0, 2e-5, 2e-3]
         assert sum(len(g["params"]) for g in opt.param_groups) == len({id(q) for g in opt.param_groups
                                                                        for q in g["params"]})

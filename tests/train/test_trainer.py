@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from symkit.train import Trainer
+from symkit.train import Trainer, fused_options
 
 
 def _data(n=256, seed=0):
@@ -107,6 +107,35 @@ def test_runs_on_meta():
     x, y = torch.randn(16, 5, device="meta"), torch.randn(16, device="meta")
     result = Trainer(model, _mse, epochs=2, batch_size=8, accuracy=False).fit((x, y))
     assert result.steps == 4 and model.weight.device.type == "meta"
+
+
+def test_adam_takes_the_fused_kernel_where_it_runs_and_the_loop_elsewhere():
+    """Same update, one kernel: fused on CPU parameters, the per-tensor loop on meta or mixed devices."""
+    cpu = [torch.zeros(3), torch.zeros(2, 2, dtype=torch.float64)]
+    assert fused_options(cpu) == {"fused": True}
+    assert fused_options([torch.zeros(3, device="meta")]) == {}
+    assert fused_options([torch.zeros(3), torch.zeros(3, device="meta")]) == {}
+    assert fused_options([torch.zeros(3, dtype=torch.complex64)]) == {}
+    x, y = _data()
+    trainer = _trainer(_model(), epochs=1)
+    trainer.fit((x, y))
+    assert trainer.optimizer.defaults["fused"] is True
+    meta = Trainer(nn.Linear(5, 1, device="meta"), _mse, epochs=1, batch_size=8, accuracy=False)
+    meta.fit((torch.randn(16, 5, device="meta"), torch.randn(16, device="meta")))
+    assert not meta.optimizer.defaults["fused"]
+
+
+def test_fused_and_looped_adam_give_the_same_training_run():
+    """The fused kernel is the same algorithm: float64 runs agree to rounding."""
+    x, y = _data()
+    a, b = _model(), _model()
+    _trainer(a).fit((x, y))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("symkit.train.trainer.fused_options", lambda params: {})
+        looped = _trainer(b)
+        looped.fit((x, y))
+        assert not looped.optimizer.defaults["fused"]
+    torch.testing.assert_close(a.weight, b.weight, rtol=1e-12, atol=1e-12)
 
 
 def test_cpu_batches_reach_a_model_on_another_device():

@@ -5,6 +5,6 @@ Every experiment that trains uses it; methods that need more than a gradient ste
 hyperparameter updates of seed 001, the bilevel sharing search of seed 004) plug in as hooks.
 """
 
-from symkit.train.trainer import Hook, Trainer, TrainResult, predict
+from symkit.train.trainer import Hook, Trainer, TrainResult, fused_options, predict
 
-__all__ = ["Hook", "TrainResult", "Trainer", "predict"]
+__all__ = ["Hook", "TrainResult", "Trainer", "fused_options", "predict"]

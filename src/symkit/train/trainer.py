@@ -42,7 +42,7 @@ from symkit import runtime
 from symkit._checks import check_int
 from symkit.progress import progress_bar
 
-__all__ = ["Hook", "TrainResult", "Trainer", "predict"]
+__all__ = ["Hook", "TrainResult", "Trainer", "fused_options", "predict"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 SCHEDULES = ("constant", "cosine", "plateau")
@@ -56,6 +56,20 @@ class Hook(Protocol):
     may extend (e.g. a marginal-likelihood update adds its value)."""
 
     def __call__(self, trainer: Trainer, epoch: int, record: dict[str, Any]) -> None: ...
+
+
+FUSED_DEVICES = ("cpu", "cuda")  # where torch's fused Adam/AdamW kernels run
+
+
+def fused_options(params: Iterable[torch.Tensor]) -> dict[str, bool]:
+    """``{"fused": True}`` where torch's fused Adam/AdamW kernel applies (floating parameters, all on one CPU or
+    CUDA device), else ``{}``. The fused kernel does the same update over every parameter in one pass instead of a
+    loop of small ops per tensor: 3-6x cheaper steps for models of many small parameter tensors (EMLP, RPP)."""
+    params = list(params)
+    devices = {q.device for q in params}
+    if len(devices) == 1 and next(iter(devices)).type in FUSED_DEVICES and all(q.is_floating_point() for q in params):
+        return {"fused": True}
+    return {}
 
 
 @dataclass
@@ -168,9 +182,11 @@ class Trainer:
     # ---------------------------------------------------------------------------------------------- set-up
     def _make_optimizer(self, steps_per_epoch: int) -> None:
         if self.optimizer_name == "adam":
-            opt = torch.optim.Adam(self.params, lr=self.lr, weight_decay=self.weight_decay)
+            opt = torch.optim.Adam(self.params, lr=self.lr, weight_decay=self.weight_decay,
+                                   **fused_options(self.params))
         elif self.optimizer_name == "adamw":
-            opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=self.weight_decay)
+            opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=self.weight_decay,
+                                    **fused_options(self.params))
         elif self.optimizer_name == "rmsprop":
             opt = torch.optim.RMSprop(self.params, lr=self.lr, weight_decay=self.weight_decay)
         else:

@@ -3,16 +3,17 @@
 Run: ``.venv/bin/python benchmarks/bench_models.py [--quick | --full] [--emlp-timeout S] [--device cpu|cuda|mps]``.
 
 Model (the thesis's sizes, Sec. 2.6): input ``5 Scalar + 5 V``, output ``T(2)``, 3 hidden layers of ``ch`` channels
-(``uniform_rep``), Adam, MSE, float32, one thread on every side. For each group, width and batch it times, each model
-in a fresh subprocess: the forward pass (no gradients), one training step (forward, backward, Adam), and its memory.
-Memory is the tensor memory of a training step after the first (``benchcommon.TensorMemory``: parameters, buffers
-and Adam's state plus the peak of what the step allocates, on any device what a CUDA allocator's peak counts); the
-rise of the process's resident memory over the first step is printed beside it, but it also holds what the
-libraries load on first use (about 25 MB here, the same for every model), which shrinks every ratio. Models: EMLP
-with bilinear layers, EMLP without them, RPP-EMLP, and ``MLP(ch=ch)`` (the MLP of equal width). The emlp column
-runs emlp 1.0.3's objax EMLP on the same model and batch, its step jitted (compilation excluded) in
-``.bench/emlp-venv`` (see docs/core.md); without it the column reads "not installed". A per-layer table times
-forward plus backward of each layer type at ch=384, batch 500 against ``nn.Linear`` of the same size.
+(``uniform_rep``), Adam (torch's fused kernel for every symkit model, MLP included, as symkit's Trainer uses it:
+``symkit.train.fused_options``), MSE, float32, one thread on every side. For each group, width and batch it times,
+each model in a fresh subprocess: the forward pass (no gradients), one training step (forward, backward, Adam), and
+its memory. Memory is the tensor memory of a training step after the first (``benchcommon.TensorMemory``: parameters,
+buffers and Adam's state plus the peak of what the step allocates, on any device what a CUDA allocator's peak counts);
+the rise of the process's resident memory over the first step is printed beside it, but it also holds what the
+libraries load on first use (about 25 MB here, the same for every model), which shrinks every ratio. Models: EMLP with
+bilinear layers, EMLP without them, RPP-EMLP, and ``MLP(ch=ch)`` (the MLP of equal width). The emlp column runs emlp
+1.0.3's objax EMLP on the same model and batch, its step jitted (compilation excluded) in ``.bench/emlp-venv`` (see
+docs/core.md); without it the column reads "not installed". A per-layer table times forward plus backward of each
+layer type at ch=384, batch 500 against ``nn.Linear`` of the same size.
 
 Default: ch=384, batch 500 for O(3), SO(3), O(1,3), S(5), plus ch 128 and 1024 and batch 32 for O(3); ``--full``:
 every width and batch for every group; ``--quick``: O(3) at ch=384, batch 500. Timings on a shared machine are
@@ -78,6 +79,7 @@ def measure_symkit(group: str, ch: int, batch: int, kind: str, device: str = "cp
     from symkit import groups
     from symkit.nn import EMLP, MLP, RPPEMLP
     from symkit.reps import Scalar, T, V
+    from symkit.train import fused_options
 
     torch.set_num_threads(1)
     dev = torch.device(device)
@@ -96,7 +98,7 @@ def measure_symkit(group: str, ch: int, batch: int, kind: str, device: str = "cp
     gen = torch.Generator().manual_seed(0)  # seeded data drawn on the CPU (the same on every device), then placed
     x = torch.randn(batch, rep_in.size, generator=gen).to(dev)
     y = torch.randn(batch, rep_out.size, generator=gen).to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, **fused_options(model.parameters()))
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)

@@ -36,6 +36,35 @@ def test_eval_caches_the_weight_until_a_parameter_changes():
     assert not torch.allclose(y1, y2)
 
 
+def test_the_cache_never_outlives_writes_that_bump_no_version_counter():
+    """Fused Adam and ``p.data`` writes leave version counters alone: every eval() starts afresh, and a layer kept
+    in eval mode under such writes (a target network) turns its cache off."""
+    G = SO(3)
+    torch.manual_seed(0)
+    layer = EquivariantLinear(V(G) + Scalar, V(G), dtype=torch.float64)
+    x = torch.randn(4, 4, dtype=torch.float64)
+    opt = torch.optim.Adam(layer.parameters(), lr=0.1, fused=True)
+
+    def fresh() -> torch.Tensor:
+        return torch.addmm(layer.bias, x, layer.weight.T).detach()
+
+    for _ in range(3):
+        layer.train()
+        opt.zero_grad()
+        layer(x).square().sum().backward()
+        versions = [p._version for p in layer.parameters()]
+        opt.step()
+        assert [p._version for p in layer.parameters()] == versions  # the fused kernel bumps nothing
+        layer.eval()
+        with torch.no_grad():
+            torch.testing.assert_close(layer(x), fresh(), rtol=0, atol=1e-12)
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.data.mul_(0.5)  # an EMA-style write in eval mode: unseen by the cache until eval() or cache_weights
+        layer.cache_weights = False
+        torch.testing.assert_close(layer(x), fresh(), rtol=0, atol=1e-12)
+
+
 def test_eval_mode_with_gradients_still_trains_the_coefficients():
     model = _model().eval()
     model(torch.randn(3, 6, dtype=torch.float64)).sum().backward()

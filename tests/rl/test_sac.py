@@ -72,6 +72,33 @@ def test_the_rpp_optimisers_speeds_and_small_first_policies():
     assert critic_tau(PRESETS["Swimmer"], "mlp") == 0.005
 
 
+def test_the_target_critics_follow_their_polyak_updates():
+    """stable-baselines3 averages the target critics (in eval mode for good) through ``p.data``, which bumps no
+    version counter: their EMLP layers must not serve a cached weight, or the targets would stay at their start."""
+    from stable_baselines3.common.utils import polyak_update
+
+    from symkit.nn import EquivariantLinear
+
+    p, model = _sac("Walker2d", "emlp")
+    policy = model.policy
+    layers = [m for m in policy.critic_target.modules() if isinstance(m, EquivariantLinear)]
+    assert layers and not any(m.cache_weights for m in layers) and not policy.critic_target.training
+    assert all(m.cache_weights for m in policy.critic.modules() if isinstance(m, EquivariantLinear))
+    obs = torch.randn(5, model.observation_space.shape[0])
+    act = torch.rand(5, p.action_size) * 2 - 1
+    with torch.no_grad():
+        before = policy.critic_target(obs, act)[0]
+        for q in policy.critic.parameters():
+            q.add_(0.05 * torch.randn_like(q))
+        polyak_update(policy.critic.parameters(), policy.critic_target.parameters(), 0.5)
+        after = policy.critic_target(obs, act)[0]
+        policy.critic_target.train()  # a mode switch rebuilds everything: the reference value
+        expected = policy.critic_target(obs, act)[0]
+        policy.critic_target.eval()
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, expected, rtol=1e-6, atol=1e-6)
+
+
 def test_a_run_resumes_from_its_checkpoint(tmp_path):
     p = PRESETS["Hopper"]  # short evaluation episodes: an untrained hopper falls
     kw = dict(seed=1, eval_every=100, eval_episodes=1, checkpoint_dir=tmp_path, checkpoint_every=100, ch=16,

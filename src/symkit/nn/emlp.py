@@ -198,10 +198,16 @@ class EquivariantLinear(Equivariant, nn.Module):
     coefficients, about 5x fewer multiply-adds and 1.6x faster at 384 channels of O(3) or SO(3), for batches of
     ``IRREP_MIN_BATCH`` or more (``irreps=False`` keeps the dense weight, for a caller that only reads
     :attr:`weight`, as :class:`~symkit.nn.rpp.RPPLinear` does). Otherwise, in ``eval()`` mode without gradients
-    (``torch.no_grad()``, ``inference_mode``) the assembled ``W`` and ``b`` are cached and rebuilt only when a
-    parameter changes (its version counter or storage), so inference costs one matmul. :meth:`to_linear` gives the
-    equivalent ``nn.Linear``.
+    (``torch.no_grad()``, ``inference_mode``) the assembled ``W`` and ``b`` are cached, so inference costs one
+    matmul. The cache is dropped by every ``train()`` / ``eval()`` call and whenever a parameter's version counter
+    or storage changes; writes that bump no version counter (torch's fused optimisers, ``p.data`` writes such as
+    an EMA or Polyak-averaged target network kept in eval mode) are only seen after the next ``eval()``, or always
+    with ``cache_weights = False``. :meth:`to_linear` gives the equivalent ``nn.Linear``.
     """
+
+    #: cache the assembled weight in eval mode without gradients (class docstring); set False on a layer whose
+    #: parameters are written behind autograd's back while it stays in eval mode (a Polyak-averaged target network)
+    cache_weights: bool = True
 
     def __init__(self, rep_in: Rep, rep_out: Rep, bias: bool = True, device: Any = None,
                  dtype: torch.dtype | None = None, irreps: bool = True) -> None:
@@ -233,9 +239,15 @@ class EquivariantLinear(Equivariant, nn.Module):
         if self.bias_basis is not None:
             self.bias_basis.reset_parameters()
 
+    def train(self, mode: bool = True) -> EquivariantLinear:
+        """Set the mode (``eval()`` calls it too) and drop the cached weight: an ``eval()`` after training always
+        starts from the current parameters, whatever wrote them."""
+        self.__dict__.pop("_eval_cache", None)
+        return super().train(mode)
+
     def _assembled(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(W, b)``: built every call while training or recording gradients, cached otherwise."""
-        if self.training or torch.is_grad_enabled():
+        if self.training or torch.is_grad_enabled() or not self.cache_weights:
             return self.weight, self.bias
         key = tuple((p._version, p.data_ptr(), p.device, p.dtype) for p in self.parameters())
         cache = self.__dict__.get("_eval_cache")

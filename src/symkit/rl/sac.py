@@ -49,7 +49,7 @@ from stable_baselines3.sac.policies import Actor, SACPolicy
 from torch import nn
 
 from symkit import runtime
-from symkit.nn import EMLP, MLP, RPPEMLP
+from symkit.nn import EMLP, MLP, RPPEMLP, EquivariantLinear
 from symkit.nn.rpp import RPPGatedNonlinearity, RPPLinear
 from symkit.progress import progress_bar
 from symkit.reps import Scalar
@@ -207,6 +207,9 @@ class SymmetricSACPolicy(SACPolicy):
 
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
+        for layer in self.critic_target.modules():  # in eval mode for good, Polyak-averaged through p.data
+            if isinstance(layer, EquivariantLinear):
+                layer.cache_weights = False
         for net in (self.actor, self.critic):  # the same optimiser class and settings, with the RPP's decays
             options = dict(self.optimizer_kwargs)
             adam = self.optimizer_class in (torch.optim.Adam, torch.optim.AdamW)

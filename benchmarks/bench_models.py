@@ -15,6 +15,10 @@ bilinear layers, EMLP without them, RPP-EMLP, and ``MLP(ch=ch)`` (the MLP of equ
 docs/core.md); without it the column reads "not installed". A per-layer table times forward plus backward of each
 layer type at ch=384, batch 500 against ``nn.Linear`` of the same size.
 
+Every symkit process first calls ``symkit.allocator.keep_freed_memory()`` (as the ``symkit`` command does: freed
+memory stays in the process, so a step does not fault its temporaries' pages in again); ``--glibc-defaults`` leaves
+the allocator as it is, to compare.
+
 Default: ch=384, batch 500 for O(3), SO(3), O(1,3), S(5), plus ch 128 and 1024 and batch 32 for O(3); ``--full``:
 every width and batch for every group; ``--quick``: O(3) at ch=384, batch 500. Timings on a shared machine are
 noisy: compare the ratios of one run.
@@ -283,8 +287,18 @@ def main() -> None:
     mode.add_argument("--full", action="store_true")
     parser.add_argument("--emlp-timeout", type=float, default=900.0)
     bc.add_device_option(parser)
+    parser.add_argument("--glibc-defaults", action="store_true",
+                        help="leave glibc's allocator thresholds as they are (default: symkit.allocator."
+                             "keep_freed_memory() in every symkit process, as the symkit command does)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if not args.one:
+        os.environ["SYMKIT_BENCH_ALLOCATOR"] = "glibc-defaults" if args.glibc_defaults else "keep-freed-memory"
+    kept = False
+    if os.environ.get("SYMKIT_BENCH_ALLOCATOR") == "keep-freed-memory":
+        from symkit.allocator import keep_freed_memory
+
+        kept = keep_freed_memory()
     if args.one:
         what = json.loads(args.one)
         print(json.dumps(measure_big_permutation_layer(*what[1:]) if what[0] == "s8" else measure_symkit(*what)))
@@ -295,6 +309,8 @@ def main() -> None:
           f"{bc.describe(device)}" + ("" if device.type == "cpu" else ", emlp 1.0.3 on the CPU (JAX in its own venv)"))
     print("peak MB: tensor memory of a training step (parameters, buffers and Adam's state, plus the peak of what the "
           f"step allocates); rise MB: {bc.MemoryRise.what(device)} over the first step")
+    print("allocator: " + ("freed memory kept for reuse (symkit.allocator.keep_freed_memory)" if kept else
+                           "glibc's defaults" if args.glibc_defaults else "the platform's (not glibc)"))
     print(f"{'group':<8}{'ch':>5}{'batch':>6}  {'model':<11}{'fwd ms':>9}{'step ms':>10}{'step/MLP':>10}"
           f"{'MACs/MLP':>10}{'peak MB':>9}{'peak/MLP':>10}{'rise MB':>9}{'params':>9}")
     summary = []

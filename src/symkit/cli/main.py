@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from symkit.allocator import keep_freed_memory
+
 if TYPE_CHECKING:
     from symkit.experiments.registry import Experiment
     from symkit.runner.sweep import RunSpec
@@ -48,6 +50,7 @@ def _main(
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """Reproduce the experiments of symkit, store their results, and report them with the papers' numbers."""
+    keep_freed_memory()  # fewer page faults per training step (symkit.allocator); a no-op off glibc
 
 
 class UsageError(ValueError):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symkit import runtime
+from symkit.allocator import keep_freed_memory
 from symkit.experiments.registry import Experiment, config_from_json, import_experiment, resolve_scale
 from symkit.progress import progress_bar, progress_enabled
 from symkit.store import Store, StoreError, canonical_json, config_hash, to_jsonable
@@ -347,6 +348,7 @@ def _init_worker(threads: int, parent: int | None = None, slots: Any = None) -> 
     if parent is not None:
         _exit_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is handled by the driver, which stops the pool
+    keep_freed_memory()  # as the symkit command does in its own process
     os.environ.setdefault("SYMKIT_PROGRESS", "0")
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)

@@ -40,16 +40,61 @@ _NAIVE_BMM_BELOW = 400
 _MAX_PADDED_INNER = 64  # pad only where the padded inner dimension stays small
 
 
+def _pad_inner(a: torch.Tensor, b: torch.Tensor, inner: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``a`` (batch, rows, k) and ``b`` (batch, k, cols) zero-padded to ``k = inner``."""
+    k = a.shape[2]
+    return torch.nn.functional.pad(a, (0, inner - k)), torch.nn.functional.pad(b, (0, 0, 0, inner - k))
+
+
+class _PaddedBmm(torch.autograd.Function):
+    """``bmm(a, b)`` with the inner dimension zero-padded to ``inner`` in every product (forward, both backward
+    products, the forward-mode tangent). Only ``a`` and ``b`` are saved, not their padded copies: the padding costs
+    no memory beyond each product's own temporaries."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(a: torch.Tensor, b: torch.Tensor, inner: int) -> torch.Tensor:
+        return torch.bmm(*_pad_inner(a, b, inner))
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+        a, b, ctx.inner = inputs
+        ctx.save_for_backward(a, b)
+        ctx.save_for_forward(a, b)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
+        a, b = ctx.saved_tensors
+        k = a.shape[2]
+        a_pad, b_pad = _pad_inner(a, b, ctx.inner)
+        grad_a = torch.bmm(grad, b_pad.transpose(1, 2))[..., :k] if ctx.needs_input_grad[0] else None
+        grad_b = torch.bmm(a_pad.transpose(1, 2), grad)[:, :k] if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b, None
+
+    @staticmethod
+    def jvp(ctx: Any, tangent_a: torch.Tensor | None, tangent_b: torch.Tensor | None, _: Any) -> torch.Tensor:
+        a, b = ctx.saved_tensors
+        out = 0
+        if tangent_a is not None:
+            out = out + torch.bmm(*_pad_inner(tangent_a, b, ctx.inner))
+        if tangent_b is not None:
+            out = out + torch.bmm(*_pad_inner(a, tangent_b, ctx.inner))
+        return out
+
+
 def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``torch.bmm(a, b)``; on the CPU, a contraction that would take ATen's naive loop is zero-padded until it takes
-    the batched BLAS path instead (the zero rows and columns add nothing: the result is the same)."""
+    the batched BLAS path instead (the zero rows and columns add nothing: the result is the same). Eagerly through
+    :class:`_PaddedBmm`, which keeps no padded copy for the backward pass."""
     rows, inner = a.shape[1], a.shape[2]
     cols = b.shape[2]
     if a.device.type == "cpu" and 0 < rows * inner * cols < _NAIVE_BMM_BELOW:
         padded = -(-_NAIVE_BMM_BELOW // (rows * cols))
         if padded <= _MAX_PADDED_INNER:
-            a = torch.nn.functional.pad(a, (0, padded - inner))
-            b = torch.nn.functional.pad(b, (0, 0, 0, padded - inner))
+            if torch.compiler.is_compiling():  # dynamo does not trace a Function's jvp; the compiler fuses the pads
+                return torch.bmm(*_pad_inner(a, b, padded))
+            return _PaddedBmm.apply(a, b, padded)
     return torch.bmm(a, b)
 
 

@@ -47,5 +47,6 @@ def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error()
               1: {"curve_steps": [0, 10, 20], "curve_returns": [0.0, 20.0, 60.0]}}  # stored without the metric
     row = {"config": {"env": "Hopper", "model": "rpp"}, "n": 2, "mean": {"seconds_per_update": 0.1}, "by_seed": curves}
     line = summarize([row]).splitlines()[-1]
-    # final 20, 60; mean over the curve (trapezoids) 25, 25; mean best so far 30, 25
-    assert line == "| Hopper | rpp | 2 | 40.0 ± 20.0 | 25.0 ± 0.0 | 27.5 ± 2.5 | 0.100 |"
+    # final 20, 60; late (steps >= 16: the last evaluation) 20, 60; mean over the curve (trapezoids) 25, 25; mean
+    # best so far 30, 25
+    assert line == "| Hopper | rpp | 2 | 40.0 ± 20.0 | 40.0 ± 20.0 | 25.0 ± 0.0 | 27.5 ± 2.5 | 0.100 |"

@@ -13,7 +13,15 @@ pytest.importorskip("stable_baselines3")
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
 from symkit.rl import PRESETS  # noqa: E402
-from symkit.rl.sac import SACResult, area_under_curve, best_so_far, critic_tau, make_sac, train_sac  # noqa: E402
+from symkit.rl.sac import (  # noqa: E402
+    SACResult,
+    area_under_curve,
+    best_so_far,
+    critic_tau,
+    late_return,
+    make_sac,
+    train_sac,
+)
 from symkit.rl.transitions import group_elements  # noqa: E402
 
 
@@ -153,3 +161,12 @@ def test_figure_3_4s_curve_is_the_best_return_so_far_and_its_mean_is_taken_over_
     assert area_under_curve(result) == pytest.approx((10 * 1.0 + 20 * 3.0) / 30)  # trapezoids
     assert area_under_curve(result, best=True) == pytest.approx((10 * 2.0 + 20 * 4.0) / 30)
     assert area_under_curve(SACResult(steps=[0], returns=[7.0]), best=True) == 7.0
+
+
+def test_the_late_return_averages_the_evaluations_of_the_last_fifth_of_the_steps():
+    result = SACResult(steps=[0, 2500, 5000, 7500, 10000], returns=[0.0, 10.0, 20.0, 30.0, 50.0])
+    assert late_return(result) == 50.0  # steps >= 8000
+    assert late_return(result, fraction=0.5) == pytest.approx((20.0 + 30.0 + 50.0) / 3)  # steps >= 5000
+    assert late_return(SACResult(steps=[0], returns=[7.0])) == 7.0
+    with pytest.raises(ValueError, match="fraction must be in"):
+        late_return(result, fraction=0.0)

@@ -112,13 +112,14 @@ def run(config: SACConfig) -> dict[str, Any]:
     }
 
 
-def _curve_means(metrics: Mapping[str, Any]) -> tuple[float, float, float]:
-    """A run's final return, mean return over the curve and mean of Figure 3.4's best-so-far curve, from its stored
-    curve (so runs stored before a metric existed are summarised alike)."""
-    from symkit.rl.sac import SACResult, area_under_curve
+def _curve_means(metrics: Mapping[str, Any]) -> tuple[float, float, float, float]:
+    """A run's final return, late return (the last fifth of the steps), mean return over the curve and mean of
+    Figure 3.4's best-so-far curve, from its stored curve (so runs stored before a metric existed are summarised
+    alike)."""
+    from symkit.rl.sac import SACResult, area_under_curve, late_return
 
     result = SACResult(steps=list(metrics["curve_steps"]), returns=list(metrics["curve_returns"]))
-    return result.returns[-1], area_under_curve(result), area_under_curve(result, best=True)
+    return result.returns[-1], late_return(result), area_under_curve(result), area_under_curve(result, best=True)
 
 
 def _mean_se(values: Sequence[float]) -> str:
@@ -129,13 +130,14 @@ def _mean_se(values: Sequence[float]) -> str:
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Per environment and model, over seeds (mean ± standard error): the final evaluation return, the mean return
-    over the curve, and the mean of Figure 3.4's curve (the best return reached up to each evaluation)."""
-    lines = ["| env | model | seeds | final return | mean return over the curve | mean best so far (Fig. 3.4) "
-             "| s per update |", "|---|---|---|---|---|---|---|"]
+    """Per environment and model, over seeds (mean ± standard error): the final evaluation return, the late return
+    (mean of the evaluations in the last fifth of the steps), the mean return over the curve, and the mean of Figure
+    3.4's curve (the best return reached up to each evaluation)."""
+    lines = ["| env | model | seeds | final return | late return (last fifth) | mean return over the curve "
+             "| mean best so far (Fig. 3.4) | s per update |", "|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), str(r["config"].get("model")))):
         curves = [_curve_means(m) for m in r.get("by_seed", {}).values() if "curve_returns" in m]
-        columns = [_mean_se([c[i] for c in curves]) for i in range(3)]
+        columns = [_mean_se([c[i] for c in curves]) for i in range(4)]
         lines.append(f"| {r['config'].get('env')} | {r['config'].get('model')} | {r['n']} | "
                      + " | ".join(columns) + f" | {r['mean'].get('seconds_per_update', math.nan):.3f} |")
     return "\n".join(lines)

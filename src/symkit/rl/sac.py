@@ -58,7 +58,7 @@ from symkit.rl.transitions import hidden_rep, scale_last_layer
 from symkit.train import fused_options
 
 __all__ = ["KINDS", "BASELINE_TAU", "PresetFeatures", "SymmetricSACPolicy", "SACResult", "make_sac", "train_sac",
-           "critic_tau", "area_under_curve", "best_so_far"]
+           "critic_tau", "area_under_curve", "best_so_far", "late_return"]
 
 KINDS = ("mlp", "emlp", "rpp")
 BASELINE_TAU = 0.005  # Table A.9, every baseline
@@ -381,3 +381,15 @@ def area_under_curve(result: SACResult, *, best: bool = False) -> float:
     if len(result.steps) < 2:
         return float(returns[-1]) if returns else math.nan
     return float(np.trapezoid(returns, result.steps) / (result.steps[-1] - result.steps[0]))
+
+
+def late_return(result: SACResult, fraction: float = 0.2) -> float:
+    """The mean evaluation return over the last ``fraction`` of the run's steps (steps at or after
+    ``(1 - fraction) x`` the last one; at least the last evaluation): the end of the curve with less of one
+    evaluation's noise (a 30,000-step run evaluated every 2,500: the returns at 25,000, 27,500 and 30,000)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"late_return: fraction must be in (0, 1], got {fraction!r}")
+    if not result.returns:
+        return math.nan
+    steps, returns = np.asarray(result.steps, dtype=float), np.asarray(result.returns, dtype=float)
+    return float(returns[steps >= (1 - fraction) * steps[-1]].mean())

@@ -3,8 +3,6 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from symkit.groups import O13, SL, SO, C, D, O, S, Z
 from symkit.nn.emlp import EMLP, BiLinear, EquivariantLinear, GatedNonlinearity, gate_count, gated, uniform_rep
@@ -282,63 +280,14 @@ def test_large_permutation_bases_are_gathers_with_the_same_weights(group, monkey
 
 
 @pytest.mark.parametrize("group", ["O(3)", "S(4)", "O13()"])
-def test_the_bilinear_layer_counts_the_multiply_adds_its_matrix_products_do(group, monkeypatch):
+def test_the_bilinear_layer_counts_the_multiply_adds_its_matrix_products_do(group):
     """``BiLinear.multiply_adds`` (what bench_models.py compares with a dense layer) is what torch's flop counter
-    sees in a forward pass: 2 flops per multiply-add per sample, over every batched and plain matmul. The zero
-    padding of tiny per-sample products (``_bmm``) is turned off here: it adds products of zeros, not counted."""
+    sees in a forward pass: 2 flops per multiply-add per sample, over every batched and plain matmul."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from symkit import groups
-    from symkit.nn import bilinear
 
     layer = BiLinear(gated(uniform_rep(96, eval(group, vars(groups)))))
-    x = torch.randn(7, layer.size)
-    with FlopCounterMode(display=False) as padded:
-        y = layer(x)
-    monkeypatch.setattr(bilinear, "_NAIVE_BMM_BELOW", 0)
     with FlopCounterMode(display=False) as counter:
-        y_unpadded = layer(x)
+        layer(torch.randn(7, layer.size))
     assert counter.get_total_flops() == 2 * 7 * layer.multiply_adds > 0
-    assert padded.get_total_flops() > counter.get_total_flops()  # these layers have tiny products: padded
-    torch.testing.assert_close(y, y_unpadded, rtol=0, atol=0)
-
-
-@settings(max_examples=40, deadline=None)
-@given(batch=st.integers(0, 5), rows=st.integers(1, 30), inner=st.integers(1, 30), cols=st.integers(1, 70),
-       device=st.sampled_from(["cpu", "meta"]))
-def test_padded_small_batched_products_equal_torch_bmm(batch, rows, inner, cols, device):
-    """``_bmm`` pads tiny contractions past ATen's naive-loop bound with zeros: the same products and gradients
-    (float64, exact up to summation order), on every shape, and untouched shapes where it does not pad."""
-    from symkit.nn.bilinear import _bmm
-
-    a = torch.randn(batch, rows, inner, dtype=torch.float64, device=device, requires_grad=True)
-    b = torch.randn(batch, inner, cols, dtype=torch.float64, device=device, requires_grad=True)
-    y = _bmm(a, b)
-    assert y.shape == (batch, rows, cols) and y.dtype == a.dtype and y.device == a.device
-    if device == "meta" or batch == 0:
-        return
-    ref = torch.bmm(a, b)
-    torch.testing.assert_close(y, ref, rtol=1e-13, atol=1e-13)
-    g = torch.randn_like(ref)
-    for u, v in zip(torch.autograd.grad(y, (a, b), g), torch.autograd.grad(ref, (a, b), g)):
-        torch.testing.assert_close(u, v, rtol=1e-13, atol=1e-13)
-
-
-def test_padded_products_take_forward_mode_vmap_double_backward_and_compile():
-    """The padded product is a custom autograd Function: its tangent (the Lie derivative's forward mode), vmap rule,
-    second derivative and compiled form all agree with torch.bmm's (2 x 2 by 2 x 60: padded to 4)."""
-    from torch.autograd import gradcheck, gradgradcheck
-
-    from symkit.nn.bilinear import _bmm
-
-    g = torch.Generator().manual_seed(0)
-    a = torch.randn(3, 2, 2, dtype=torch.float64, generator=g, requires_grad=True)
-    b = torch.randn(3, 2, 60, dtype=torch.float64, generator=g, requires_grad=True)
-    assert gradcheck(_bmm, (a, b), check_forward_ad=True) and gradgradcheck(_bmm, (a, b))
-    ta, tb = torch.randn_like(a), torch.randn_like(b)
-    _, tangent = torch.func.jvp(_bmm, (a.detach(), b.detach()), (ta, tb))
-    torch.testing.assert_close(tangent, torch.bmm(ta, b) + torch.bmm(a, tb), rtol=1e-13, atol=1e-13)
-    stacked = torch.func.vmap(_bmm)(a.detach().expand(4, -1, -1, -1), b.detach().expand(4, -1, -1, -1))
-    torch.testing.assert_close(stacked, torch.bmm(a, b).detach().expand(4, -1, -1, -1), rtol=1e-13, atol=1e-13)
-    compiled = torch.compile(_bmm, backend="eager", fullgraph=True)
-    torch.testing.assert_close(compiled(a, b), torch.bmm(a, b), rtol=1e-13, atol=1e-13)

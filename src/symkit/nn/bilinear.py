@@ -10,10 +10,6 @@ contracted in the cheaper of two orders: ``P = M x`` per sample (a batched matri
 with the weights; or ``Z = w x`` as one matrix product, then ``M Z`` per sample. Nearly all of the multiply-adds are
 in the weight products; a layout with the batch last (elementwise per-sample products instead of batched ones) was
 measured slower in the backward pass and is not used.
-
-The per-sample products are small (``d_O x d_I K`` by ``d_I K x m_O``, often 2 x 2 by 2 x 60). PyTorch's CPU ``bmm``
-multiplies such pairs entry by entry, 2-5x slower than its batched BLAS path, when ``rows x inner x cols < 400``;
-:func:`_bmm` pads the inner dimension with zeros past that bound (the same products, exactly).
 """
 
 from __future__ import annotations
@@ -32,70 +28,6 @@ from symkit.reps.core import Rep
 from symkit.reps.solve import object_index
 
 __all__ = ["BiLinear"]
-
-
-#: PyTorch's CPU ``bmm`` takes its naive item-by-item loop below this many multiply-adds per matrix pair (ATen's
-#: ``bmm_out_or_baddbmm_``), in the forward and in both backward products (each has the same count)
-_NAIVE_BMM_BELOW = 400
-_MAX_PADDED_INNER = 64  # pad only where the padded inner dimension stays small
-
-
-def _pad_inner(a: torch.Tensor, b: torch.Tensor, inner: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``a`` (batch, rows, k) and ``b`` (batch, k, cols) zero-padded to ``k = inner``."""
-    k = a.shape[2]
-    return torch.nn.functional.pad(a, (0, inner - k)), torch.nn.functional.pad(b, (0, 0, 0, inner - k))
-
-
-class _PaddedBmm(torch.autograd.Function):
-    """``bmm(a, b)`` with the inner dimension zero-padded to ``inner`` in every product (forward, both backward
-    products, the forward-mode tangent). Only ``a`` and ``b`` are saved, not their padded copies: the padding costs
-    no memory beyond each product's own temporaries."""
-
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(a: torch.Tensor, b: torch.Tensor, inner: int) -> torch.Tensor:
-        return torch.bmm(*_pad_inner(a, b, inner))
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
-        a, b, ctx.inner = inputs
-        ctx.save_for_backward(a, b)
-        ctx.save_for_forward(a, b)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
-        a, b = ctx.saved_tensors
-        k = a.shape[2]
-        a_pad, b_pad = _pad_inner(a, b, ctx.inner)
-        grad_a = torch.bmm(grad, b_pad.transpose(1, 2))[..., :k] if ctx.needs_input_grad[0] else None
-        grad_b = torch.bmm(a_pad.transpose(1, 2), grad)[:, :k] if ctx.needs_input_grad[1] else None
-        return grad_a, grad_b, None
-
-    @staticmethod
-    def jvp(ctx: Any, tangent_a: torch.Tensor | None, tangent_b: torch.Tensor | None, _: Any) -> torch.Tensor:
-        a, b = ctx.saved_tensors
-        out = 0
-        if tangent_a is not None:
-            out = out + torch.bmm(*_pad_inner(tangent_a, b, ctx.inner))
-        if tangent_b is not None:
-            out = out + torch.bmm(*_pad_inner(a, tangent_b, ctx.inner))
-        return out
-
-
-def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``torch.bmm(a, b)``; on the CPU, a contraction that would take ATen's naive loop is zero-padded until it takes
-    the batched BLAS path instead (the zero rows and columns add nothing: the result is the same). Eagerly through
-    :class:`_PaddedBmm`, which keeps no padded copy for the backward pass."""
-    rows, inner = a.shape[1], a.shape[2]
-    cols = b.shape[2]
-    if a.device.type == "cpu" and 0 < rows * inner * cols < _NAIVE_BMM_BELOW:
-        padded = -(-_NAIVE_BMM_BELOW // (rows * cols))
-        if padded <= _MAX_PADDED_INNER:
-            if torch.compiler.is_compiling():  # dynamo does not trace a Function's jvp; the compiler fuses the pads
-                return torch.bmm(*_pad_inner(a, b, padded))
-            return _PaddedBmm.apply(a, b, padded)
-    return torch.bmm(a, b)
 
 
 def _block_key(leaves: tuple) -> tuple:
@@ -186,8 +118,7 @@ class BiLinear(Equivariant, nn.Module):
         self.size = rep.size
         self.scale = float(scale)
         shapes, interactions, block_pos = _interactions(rep)
-        #: multiply-adds per sample of a forward pass (for comparison: a dense layer of this width has size**2), not
-        #: counting the zeros that pad tiny per-sample products (:func:`_bmm`)
+        #: multiply-adds per sample of a forward pass (for comparison: a dense layer of this width has size**2)
         self.multiply_adds = sum(it.multiply_adds for it in interactions)
         self.weights = nn.ParameterList(
             nn.Parameter(on(torch.randn(m, k, dtype=f["dtype"]) / math.sqrt(k), f)) for m, k in shapes)
@@ -256,13 +187,13 @@ class BiLinear(Equivariant, nn.Module):
                 for _, (m_out, _, k, _, d_out) in members:  # M: (b, d_O K d_I) laid out (a, c, k)
                     Zt = Z[:, start:start + k * m_out].reshape(n_b, d_in * k, m_out)
                     start += k * m_out
-                    outs.append(_bmm(next(operands).reshape(n_b, d_out, d_in * k), Zt).view(n_b, d_out * m_out))
+                    outs.append(torch.bmm(next(operands).reshape(n_b, d_out, d_in * k), Zt).view(n_b, d_out * m_out))
             else:  # P[b, (a, k), j] = sum_c M[a, k, c] x_j[c] (M laid out (a, k, c)), then out = sum_{k,j} P w_ijk
                 m_out, d_out = m, d
                 P = []
                 for _, (_, m_in, k, d_in, _) in members:
                     xi, M = next(operands), next(operands)  # (b, d_I m_I) laid out (c, j); M as (a, k, c)
-                    P.append(_bmm(M.reshape(n_b, d_out * k, d_in), xi.reshape(n_b, d_in, m_in))
+                    P.append(torch.bmm(M.reshape(n_b, d_out * k, d_in), xi.reshape(n_b, d_in, m_in))
                              .view(n_b * d_out, k * m_in))
                 P = P[0] if len(P) == 1 else torch.cat(P, dim=1)
                 outs.append((P @ W.view(-1, m_out)).view(n_b, d_out * m_out))

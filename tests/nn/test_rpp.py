@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from symkit.groups import O
-from symkit.nn.rpp import RPPEMLP, RPPLinear, equivariant_fraction, rpp_penalty
+from symkit.groups import O, S
+from symkit.nn.rpp import RPPEMLP, RPPGatedNonlinearity, RPPLinear, equivariant_fraction, rpp_penalty
 from symkit.reps import Scalar, V
 
 
@@ -16,6 +16,28 @@ def test_rpp_linear_is_the_sum_of_its_two_paths():
     x = torch.randn(7, 4, dtype=torch.float64)
     expected = x @ (layer.equivariant.weight + layer.basic.weight).T + layer.equivariant.bias + layer.basic.bias
     assert torch.allclose(layer(x), expected)
+
+
+@pytest.mark.parametrize("rep", [2 * V(O(3)) + 3 * Scalar, V(S(4)) + 2 * Scalar])
+def test_rpp_nonlinearity_is_the_gate_plus_a_weighted_swish(rep):
+    """``gated(x) + w * swish(v)``, values and gradients, both with gates (O(3) vectors) and without (scalars and a
+    permutation rep, which take the one-swish path)."""
+    torch.manual_seed(0)
+    layer = RPPGatedNonlinearity(rep, dtype=torch.float64)
+    assert layer.gated.pointwise == (rep.size == 6)
+    with torch.no_grad():
+        layer.basic.normal_()
+    x = torch.randn(5, layer.gated.gated_size, dtype=torch.float64, requires_grad=True)
+    v = x[:, : rep.size]
+    gates = torch.sigmoid(x.index_select(1, layer.gated.gate_index))
+    expected = v * gates + layer.basic * v * torch.sigmoid(v)
+    got = layer(x)
+    assert torch.allclose(got, expected, rtol=0, atol=1e-14)
+    cotangent = torch.randn_like(got)
+    grads = torch.autograd.grad(got, (x, layer.basic), cotangent)
+    expected_grads = torch.autograd.grad(expected, (x, layer.basic), cotangent)
+    for a, b in zip(grads, expected_grads):
+        assert torch.allclose(a, b, rtol=0, atol=1e-13)
 
 
 def test_rpp_with_zero_flexible_path_is_exactly_equivariant():

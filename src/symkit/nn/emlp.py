@@ -48,8 +48,9 @@ IRREP_MIN_BATCH = 8
 
 
 def swish(x: torch.Tensor) -> torch.Tensor:
-    """x * sigmoid(x) (Ramachandran et al. 2017), the nonlinearity of scalars and permutation reps."""
-    return x * torch.sigmoid(x)
+    """x * sigmoid(x) (Ramachandran et al. 2017), the nonlinearity of scalars and permutation reps (torch's fused
+    ``silu`` kernel: one pass forward and one backward)."""
+    return nn.functional.silu(x)
 
 
 def model_reps(rep_in: Any, rep_out: Any, group: Any, who: str = "EMLP") -> tuple[Rep, Rep]:
@@ -310,7 +311,10 @@ def gated(rep: Rep) -> Rep:
 
 
 class GatedNonlinearity(Equivariant, nn.Module):
-    """Maps ``gated(rep)`` to ``rep``: ``v_a * sigmoid(s_a)`` per object, swish for scalars and permutation reps."""
+    """Maps ``gated(rep)`` to ``rep``: ``v_a * sigmoid(s_a)`` per object, swish for scalars and permutation reps.
+
+    One gather (``gate_index``) reads every entry's gate; a rep with no gates (scalars and permutation reps only:
+    ``pointwise``) is plain swish."""
 
     def __init__(self, rep: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()  # dtype: accepted for uniformity; the layer has no floating parameters
@@ -323,6 +327,7 @@ class GatedNonlinearity(Equivariant, nn.Module):
                     gate_index[copy] = next_gate
                     next_gate += 1
         self.gated_size, self.size = next_gate, rep.size
+        self.pointwise = next_gate == rep.size
         self.register_buffer("gate_index", torch.as_tensor(gate_index, dtype=torch.long, device=device))
 
     @property
@@ -335,6 +340,8 @@ class GatedNonlinearity(Equivariant, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(lambda: f"GatedNonlinearity({self.rep!r}) (values and gates)", self, x, self.gated_size)
+        if self.pointwise:
+            return swish(x)
         return x[..., : self.size] * torch.sigmoid(x.index_select(-1, self.gate_index))
 
 

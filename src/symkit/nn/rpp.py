@@ -112,6 +112,9 @@ class RPPGatedNonlinearity(Resettable, Equivariant, nn.Module):
         return self.gated.rep
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gated.pointwise:  # no gates: swish(x) + w * swish(x), one swish
+            check_input(lambda: f"RPPGatedNonlinearity({self.gated.rep!r})", self, x, self.gated.gated_size)
+            return swish(x) * (1 + self.basic)
         return self.gated(x) + self.basic * swish(x[..., : self.basic.shape[0]])
 
 

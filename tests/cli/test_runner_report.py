@@ -126,3 +126,24 @@ def test_box_plots_draw_every_seed_of_every_setting(records, tmp_path, monkeypat
     assert path.read_bytes()[:4] == b"\x89PNG"
     # one box per (model, setting), each holding the three seeds' values (base * factor + seed)
     assert sorted(drawn) == sorted([[b * f + s for s in range(3)] for b in (1.0, 2.0) for f in (1.0, 10.0)])
+
+
+def test_the_markdown_table_leaves_series_out_and_names_them(tmp_path):
+    """A learning curve (a list longer than SERIES_LENGTH) has no readable cell: the markdown table leaves it out
+    and names it, short lists stay, and the CSV keeps every metric; a metric that only some seeds stored says how
+    many."""
+    from symkit.runner.report import SERIES_LENGTH
+
+    store = Store(tmp_path / "s.db")
+    for seed in range(2):
+        store.record("cli-test-report", {"model": "mlp", "setting": "exact", "seed": seed},
+                     {"err": 1.0 + seed, "curve": [seed + i for i in range(SERIES_LENGTH + 1)], "pair": [1, 2]}
+                     | ({"late": 5.0} if seed == 1 else {}))
+    records = store.runs("cli-test-report")
+    text = build_report(_experiment(), records).text
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    assert "err" in table[0] and "pair" in table[0] and "curve" not in table[0]
+    assert "Series left out of the table" in text and ": curve." in text
+    assert "| 5 (1 of 2 seeds) |" in table[1]  # a metric only some runs stored says so
+    csv_text = build_report(_experiment(), records, fmt="csv").text
+    assert "curve" in csv_text.splitlines()[0]

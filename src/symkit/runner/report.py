@@ -184,13 +184,26 @@ def _metric_names(groups: Sequence[Group]) -> list[str]:
     return list(names)
 
 
+#: a metric whose value in some run is a sequence longer than this is a series (a learning curve): the markdown
+#: table leaves it out and names it below (the CSV form and the experiment's own figures keep it)
+SERIES_LENGTH = 6
+
+
+def series_metrics(groups: Sequence[Group]) -> list[str]:
+    """The metrics that some run stores as a sequence of more than ``SERIES_LENGTH`` values."""
+    return [m for m in _metric_names(groups)
+            if any(isinstance(v, (list, tuple)) and len(v) > SERIES_LENGTH
+                   for g in groups for v in (run.get(m) for run in g.metrics_by_seed.values()))]
+
+
 def markdown_table(experiment: Experiment, groups: Sequence[Group]) -> str:
     """The aggregated groups as a markdown table; the metrics the paper reports come first, each followed by a
-    '(paper)' column."""
+    '(paper)' column. Series (:func:`series_metrics`) are left out."""
     keys = varying_keys(experiment, groups)
     with_paper = {m for g in groups for m in g.paper}
     # the metrics the paper reports come first, each followed by the paper's number
-    metrics = sorted(_metric_names(groups), key=lambda m: m not in with_paper)
+    series = set(series_metrics(groups))
+    metrics = sorted((m for m in _metric_names(groups) if m not in series), key=lambda m: m not in with_paper)
     header = [*keys, "setup", "seeds"]
     for metric in metrics:
         header.append(metric)
@@ -200,7 +213,11 @@ def markdown_table(experiment: Experiment, groups: Sequence[Group]) -> str:
     for group in groups:
         cells = [_fmt(group.config.get(k)) for k in keys] + [group.scale, str(len(group.seeds))]
         for metric in metrics:
-            cells.append(_fmt(group.mean.get(metric), group.stderr.get(metric)))
+            cell = _fmt(group.mean.get(metric), group.stderr.get(metric))
+            present = sum(run.get(metric) is not None for run in group.metrics_by_seed.values())
+            if cell and present < len(group.seeds):  # runs stored before the metric existed, or without it
+                cell += f" ({present} of {len(group.seeds)} seeds)"
+            cells.append(cell)
             if metric in with_paper:
                 paper = group.paper.get(metric)
                 cells.append(_fmt(paper.value, paper.stderr) if paper else ("" if group.scale in COMPARABLE else "–"))
@@ -389,6 +406,10 @@ def build_report(
             parts += [experiment.summarize([g.as_row() for g in groups]).rstrip(), ""]
         parts += [markdown_table(experiment, groups), ""]
         parts.append(INTERVALS)
+        series = series_metrics(groups)
+        if series:
+            parts.append("Series left out of the table (each run's values are in the results store and "
+                         f"`--format csv`): {', '.join(series)}.")
         if any(g.scale not in COMPARABLE for g in groups) and experiment.paper:
             parts.append("Setup: `paper` rows use the paper's data and sizes, `default` rows the experiment's defaults "
                          "(the paper's setup as closely as two CPU cores allow); `quick` and `modified` rows are not "

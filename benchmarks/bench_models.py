@@ -21,7 +21,10 @@ the allocator as it is, to compare.
 
 Default: ch=384, batch 500 for O(3), SO(3), O(1,3), S(5), plus ch 128 and 1024 and batch 32 for O(3); ``--full``:
 every width and batch for every group; ``--quick``: O(3) at ch=384, batch 500. Timings on a shared machine are
-noisy: compare the ratios of one run.
+noisy, and a ratio of two runs made seconds apart moves with the machine's speed (10-20% here): so the four models
+are also built side by side in one process and their steps timed in turn for ``ROUNDS`` rounds, and the acceptance
+table gives the median over rounds of each round's ratio to the MLP (with the least and greatest on the model's
+line).
 
 ``--device`` puts symkit's models and data on that device (timings synchronised with it; the rise column is then the
 device's memory, see ``benchcommon.MemoryRise``); emlp's JAX runs on the CPU in its own venv whatever the device, so its
@@ -77,7 +80,9 @@ def _timed(fn, device, budget: float = 3.0, least: int = 3) -> float:
     return min(times)
 
 
-def measure_symkit(group: str, ch: int, batch: int, kind: str, device: str = "cpu") -> dict:
+def _model_and_step(group: str, ch: int, batch: int, kind: str, dev):
+    """The model ``kind`` of ``group`` at width ``ch``, seeded data of ``batch`` samples, and its training step
+    (forward, MSE, backward, Adam) and forward pass as closures."""
     import torch
 
     from symkit import groups
@@ -85,20 +90,14 @@ def measure_symkit(group: str, ch: int, batch: int, kind: str, device: str = "cp
     from symkit.reps import Scalar, T, V
     from symkit.train import fused_options
 
-    torch.set_num_threads(1)
-    dev = torch.device(device)
     G = eval(GROUPS[group], vars(groups))
     rep_in, rep_out = 5 * Scalar + 5 * V(G), T(2, 0, G)
-    bc.synchronize(dev)
-    t0 = time.perf_counter()
     if kind == "mlp":
         model = MLP(rep_in.size, rep_out.size, ch=ch, num_layers=3, device=dev)
     elif kind == "rpp":
         model = RPPEMLP(rep_in, rep_out, G, ch=ch, num_layers=3, device=dev)
     else:
         model = EMLP(rep_in, rep_out, G, ch=ch, num_layers=3, bilinear=kind == "emlp", device=dev)
-    bc.synchronize(dev)
-    build = time.perf_counter() - t0
     gen = torch.Generator().manual_seed(0)  # seeded data drawn on the CPU (the same on every device), then placed
     x = torch.randn(batch, rep_in.size, generator=gen).to(dev)
     y = torch.randn(batch, rep_out.size, generator=gen).to(dev)
@@ -114,6 +113,19 @@ def measure_symkit(group: str, ch: int, batch: int, kind: str, device: str = "cp
         with torch.no_grad():
             model(x)
 
+    return model, opt, step, forward
+
+
+def measure_symkit(group: str, ch: int, batch: int, kind: str, device: str = "cpu") -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    dev = torch.device(device)
+    bc.synchronize(dev)
+    t0 = time.perf_counter()
+    model, opt, step, forward = _model_and_step(group, ch, batch, kind, dev)
+    bc.synchronize(dev)
+    build = time.perf_counter() - t0
     memory = bc.MemoryRise(dev)
     step()
     rise = memory.mb()
@@ -123,6 +135,41 @@ def measure_symkit(group: str, ch: int, batch: int, kind: str, device: str = "cp
     return {"build_s": build, "step_ms": 1e3 * _timed(step, dev), "fwd_ms": 1e3 * _timed(forward, dev),
             "peak_mb": peak, "rise_mb": rise, "params": sum(p.numel() for p in model.parameters()),
             "macs": multiply_adds(model)}
+
+
+#: rounds of the interleaved timing: every model's step timed in turn, the order rotated each round
+ROUNDS = 7
+
+
+def measure_interleaved(group: str, ch: int, batch: int, device: str = "cpu", rounds: int = ROUNDS) -> dict:
+    """The training step of every model in ``MODELS``, built side by side in one process and timed in turn for
+    ``rounds`` rounds (about 0.4 s each, the order rotated every round): a drift in the machine's speed then
+    moves the models of one round together, so the ratios of a round are comparable where separate runs are not.
+    Returns ``{kind: [step ms per round]}``."""
+    import torch
+
+    torch.set_num_threads(1)
+    dev = torch.device(device)
+    steps = {kind: _model_and_step(group, ch, batch, kind, dev)[2] for kind in MODELS}
+    for step in steps.values():  # warm up: the optimiser's state, the allocator's pools
+        step()
+        step()
+    times: dict[str, list[float]] = {kind: [] for kind in MODELS}
+    for r in range(rounds):
+        for kind in MODELS[r % len(MODELS):] + MODELS[: r % len(MODELS)]:
+            times[kind].append(1e3 * _timed(steps[kind], dev, budget=0.4))
+    return times
+
+
+def interleaved_ratios(times: dict | str) -> dict[str, tuple[float, float, float]] | str:
+    """Per model, the median, least and greatest over rounds of its step time divided by the MLP's in that round."""
+    if not isinstance(times, dict):
+        return times
+    out = {}
+    for kind, ms in times.items():
+        ratios = sorted(a / b for a, b in zip(ms, times["mlp"]))
+        out[kind] = (ratios[len(ratios) // 2], ratios[0], ratios[-1])
+    return out
 
 
 def multiply_adds(model) -> int:
@@ -280,6 +327,13 @@ def _ratio(a: dict | str, b: dict | str, key: str) -> str:
     return f"{a[key] / b[key]:.2f}x"
 
 
+def _step_ratio(rounds: dict | str, results: dict, kind: str) -> str:
+    """The interleaved rounds' median ratio to the MLP where they ran, else the ratio of the two separate runs."""
+    if isinstance(rounds, dict):
+        return f"{rounds[kind][0]:.2f}x"
+    return _ratio(results[kind], results["mlp"], "step_ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
@@ -301,7 +355,12 @@ def main() -> None:
         kept = keep_freed_memory()
     if args.one:
         what = json.loads(args.one)
-        print(json.dumps(measure_big_permutation_layer(*what[1:]) if what[0] == "s8" else measure_symkit(*what)))
+        if what[0] == "s8":
+            print(json.dumps(measure_big_permutation_layer(*what[1:])))
+        elif what[0] == "interleaved":
+            print(json.dumps(measure_interleaved(*what[1:])))
+        else:
+            print(json.dumps(measure_symkit(*what)))
         return
     device = bc.device_of(args)
     cases = _cases("quick" if args.quick else "full" if args.full else "default")
@@ -322,19 +381,25 @@ def main() -> None:
                   f"{_ratio(r, results['mlp'], 'step_ms'):>10}{_ratio(r, results['mlp'], 'macs'):>10}"
                   f"{_fmt(r, 'peak_mb'):>9}"
                   f"{_ratio(r, results['mlp'], 'peak_mb'):>10}{_fmt(r, 'rise_mb'):>9}{_fmt(r, 'params', 'd'):>9}")
+        rounds = interleaved_ratios(_in_subprocess("interleaved", group, ch, batch, args.device))
+        if isinstance(rounds, dict):
+            print(f"{'':<19}  step/MLP in {ROUNDS} interleaved rounds, median [least-greatest]: " + ", ".join(
+                f"{kind} {med:.2f}x [{lo:.2f}-{hi:.2f}]" for kind, (med, lo, hi) in rounds.items() if kind != "mlp"))
+        else:
+            print(f"{'':<19}  interleaved rounds: {rounds}")
         emlp = measure_emlp(group, ch, batch, args.emlp_timeout) if batch == 500 and ch <= 384 else "not run"
         speedup = _ratio(emlp, results["emlp"], "step_ms")
         print(f"{group:<8}{ch:>5}{batch:>6}  {'emlp 1.0.3':<11}{'':>9}{_fmt(emlp, 'step_ms'):>10}"
               f"{_ratio(emlp, results['mlp'], 'step_ms'):>10}   (symkit EMLP is {speedup} faster)")
-        summary.append((group, ch, batch, _ratio(results["emlp"], results["mlp"], "step_ms"),
+        summary.append((group, ch, batch, _step_ratio(rounds, results, "emlp"),
                         _ratio(results["emlp"], results["mlp"], "macs"),
-                        _ratio(results["emlp-nobil"], results["mlp"], "step_ms"),
+                        _step_ratio(rounds, results, "emlp-nobil"),
                         _ratio(results["emlp-nobil"], results["mlp"], "macs"),
                         _ratio(results["emlp"], results["mlp"], "peak_mb"), speedup))
     print()
     print("acceptance (issue: step <= 1.5x MLP with bilinear, <= 1.2x without, peak <= 2x, >= 20x faster than emlp);")
-    print("'floor' is the ratio of the multiply-adds per sample the matrix products do (what the step would cost if "
-          "every product ran at a dense layer's speed):")
+    print("step ratios: the median of the interleaved rounds; 'floor' is the ratio of the multiply-adds per sample "
+          "the matrix products do (what the step would cost if every product ran at a dense layer's speed):")
     print(f"{'group':<8}{'ch':>5}{'batch':>6}{'EMLP/MLP':>10}{'floor':>8}{'no-bil/MLP':>12}{'floor':>8}"
           f"{'peak/MLP':>10}{'vs emlp':>10}")
     for group, ch, batch, *ratios in summary:

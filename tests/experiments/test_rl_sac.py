@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("stable_baselines3")
 
 from symkit.experiments import get_experiment  # noqa: E402
-from symkit.experiments.rl_sac import checkpoint_dir, figures  # noqa: E402
+from symkit.experiments.rl_sac import checkpoint_dir, curve_groups, figures  # noqa: E402
 
 
 def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, monkeypatch):
@@ -45,8 +45,25 @@ def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error()
 
     curves = {0: {"curve_steps": [0, 10, 20], "curve_returns": [0.0, 40.0, 20.0]},  # best so far 0, 40, 40
               1: {"curve_steps": [0, 10, 20], "curve_returns": [0.0, 20.0, 60.0]}}  # stored without the metric
-    row = {"config": {"env": "Hopper", "model": "rpp"}, "n": 2, "mean": {"seconds_per_update": 0.1}, "by_seed": curves}
+    row = {"config": {"env": "Hopper", "model": "rpp", "steps": 20}, "n": 2, "mean": {"seconds_per_update": 0.1},
+           "by_seed": curves}
     line = summarize([row]).splitlines()[-1]
     # final 20, 60; late (steps >= 16: the last evaluation) 20, 60; mean over the curve (trapezoids) 25, 25; mean
     # best so far 30, 25
-    assert line == "| Hopper | rpp | 2 | 40.0 ± 20.0 | 40.0 ± 20.0 | 25.0 ± 0.0 | 27.5 ± 2.5 | 0.100 |"
+    assert line == "| Hopper | 20 | rpp | 2 | 40.0 ± 20.0 | 40.0 ± 20.0 | 25.0 ± 0.0 | 27.5 ± 2.5 | 0.100 |"
+
+
+def test_runs_of_different_lengths_are_separate_curves(tmp_path):
+    """A 60,000-step run is not cut to the length of a 30,000-step run of the same environment and model."""
+    def run(model, steps, seed):
+        points = list(range(0, steps + 1, 10_000))
+        return {"config": {"env": "HalfCheetah", "model": model, "steps": steps}, "seed": seed,
+                "metrics": {"curve_steps": points, "curve_returns": [float(seed + i) for i in range(len(points))]}}
+
+    runs = [run("rpp", 30_000, 0), run("rpp", 30_000, 1), run("rpp", 60_000, 0), run("mlp", 60_000, 0)]
+    groups = curve_groups(runs)
+    assert sorted(groups["HalfCheetah"]) == [("mlp", 60_000), ("rpp", 30_000), ("rpp", 60_000)]
+    assert len(groups["HalfCheetah"][("rpp", 30_000)]) == 2
+    assert groups["HalfCheetah"][("rpp", 60_000)][0][0] == [0, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000]
+    (path,) = figures(runs, tmp_path)
+    assert path.stat().st_size > 1000

@@ -133,28 +133,38 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per environment and model, over seeds (mean ± standard error): the final evaluation return, the late return
     (mean of the evaluations in the last fifth of the steps), the mean return over the curve, and the mean of Figure
     3.4's curve (the best return reached up to each evaluation)."""
-    lines = ["| env | model | seeds | final return | late return (last fifth) | mean return over the curve "
-             "| mean best so far (Fig. 3.4) | s per update |", "|---|---|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), str(r["config"].get("model")))):
+    lines = ["| env | steps | model | seeds | final return | late return (last fifth) | mean return over the curve "
+             "| mean best so far (Fig. 3.4) | s per update |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), r["config"].get("steps") or 0,
+                                         str(r["config"].get("model")))):
         curves = [_curve_means(m) for m in r.get("by_seed", {}).values() if "curve_returns" in m]
         columns = [_mean_se([c[i] for c in curves]) for i in range(4)]
-        lines.append(f"| {r['config'].get('env')} | {r['config'].get('model')} | {r['n']} | "
+        lines.append(f"| {r['config'].get('env')} | {r['config'].get('steps', '')} | {r['config'].get('model')} | "
+                     f"{r['n']} | "
                      + " | ".join(columns) + f" | {r['mean'].get('seconds_per_update', math.nan):.3f} |")
     return "\n".join(lines)
+
+
+def curve_groups(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[tuple[str, int], list[tuple[list, list]]]]:
+    """The runs' learning curves ``(steps, returns)`` by environment, then by ``(model, run length in steps)``."""
+    curves: dict[str, dict[tuple[str, int], list[tuple[list, list]]]] = {}
+    for r in runs:
+        m = r["metrics"]
+        if "curve_steps" in m:
+            env, model = str(r["config"].get("env")), str(r["config"].get("model"))
+            key = (model, int(r["config"].get("steps") or m["curve_steps"][-1]))
+            curves.setdefault(env, {}).setdefault(key, []).append((m["curve_steps"], m["curve_returns"]))
+    return curves
 
 
 def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> list[Path]:
     """Figure 3.4: per environment (columns), the best evaluation return reached so far against environment steps
     (the thesis's curve, top row) and the evaluation return itself (bottom row); the mean over seeds of each model
-    with a band of one standard deviation."""
+    with a band of one standard deviation. Runs of different lengths (``steps``) are drawn as separate lines, so a
+    longer run is not cut to a shorter one's length."""
     from symkit.rl.sac import best_so_far
 
-    curves: dict[str, dict[str, list[tuple[list[int], list[float]]]]] = {}
-    for r in runs:
-        m = r["metrics"]
-        if "curve_steps" in m:
-            env, model = str(r["config"].get("env")), str(r["config"].get("model"))
-            curves.setdefault(env, {}).setdefault(model, []).append((m["curve_steps"], m["curve_returns"]))
+    curves = curve_groups(runs)
     if not curves:
         return []
     matplotlib = require("matplotlib", "the rl-sac figures")
@@ -164,14 +174,17 @@ def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> li
     envs = [e for e in PRESETS if e in curves] + sorted(set(curves) - set(PRESETS))
     fig, axes = plt.subplots(2, len(envs), figsize=(4.2 * len(envs), 6.4), squeeze=False, sharex="col")
     for col, env in enumerate(envs):
-        for colour, (model, runs_) in enumerate(sorted(curves[env].items())):
+        lengths = {budget for _, budget in curves[env]}
+        for colour, ((model, budget), runs_) in enumerate(sorted(curves[env].items(), key=lambda kv: (kv[0][1],
+                                                                                                      kv[0][0]))):
+            label = f"{model}, {budget:,} steps" if len(lengths) > 1 else model
             n = min(len(s) for s, _ in runs_)
             steps = np.asarray(runs_[0][0][:n])
             raw = np.asarray([ret[:n] for _, ret in runs_], dtype=float)
             for row, values in enumerate((np.asarray([best_so_far(v) for v in raw]), raw)):
                 ax = axes[row][col]
                 mean, std = values.mean(0), values.std(0)
-                ax.plot(steps, mean, label=f"{model} ({len(runs_)} seeds)", color=f"C{colour}")
+                ax.plot(steps, mean, label=f"{label} ({len(runs_)} seeds)", color=f"C{colour}")
                 ax.fill_between(steps, mean - std, mean + std, color=f"C{colour}", alpha=0.2)
         axes[0][col].set_title(env)
         axes[0][col].set_ylabel("best return so far (Fig. 3.4)")

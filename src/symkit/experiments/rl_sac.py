@@ -175,8 +175,9 @@ def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> li
     fig, axes = plt.subplots(2, len(envs), figsize=(4.2 * len(envs), 6.4), squeeze=False, sharex="col")
     for col, env in enumerate(envs):
         lengths = {budget for _, budget in curves[env]}
-        for colour, ((model, budget), runs_) in enumerate(sorted(curves[env].items(), key=lambda kv: (kv[0][1],
-                                                                                                      kv[0][0]))):
+        by_length = sorted(curves[env], key=lambda key: (key[1], key[0]))  # (model, steps): shorter runs first
+        for colour, (model, budget) in enumerate(by_length):
+            runs_ = curves[env][(model, budget)]
             label = f"{model}, {budget:,} steps" if len(lengths) > 1 else model
             n = min(len(s) for s, _ in runs_)
             steps = np.asarray(runs_[0][0][:n])

@@ -112,10 +112,9 @@ class RPPGatedNonlinearity(Resettable, Equivariant, nn.Module):
         return self.gated.rep
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.gated.pointwise:  # no gates: swish(x) + w * swish(x), one swish
-            check_input(lambda: f"RPPGatedNonlinearity({self.gated.rep!r})", self, x, self.gated.gated_size)
-            return swish(x) * (1 + self.basic)
-        return self.gated(x) + self.basic * swish(x[..., : self.basic.shape[0]])
+        g = self.gated(x)
+        # no gates: the gated output already is swish(x), so the residual reuses it
+        return g + self.basic * (g if self.gated.pointwise else swish(x[..., : self.basic.shape[0]]))
 
 
 class _RPPBlock(Equivariant, nn.Module):

@@ -281,6 +281,7 @@ class IrrepProduct(nn.Module):
         self.multiply_adds = plan.multiply_adds
         self.irreps = plan.irreps
         self._weight_sizes = [a * b for _, a, b in plan.irreps]
+        self._in_rows = [d * a for d, a, _ in plan.irreps]  # rows of the irrep-major input per irrep
 
         def turns(kind: str, parts: list, size: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
             """Rows of the extended matrix ``[x^T; rotated objects]`` per entry of the rotated rep, and the
@@ -319,12 +320,11 @@ class IrrepProduct(nn.Module):
     def _turned(self, rows: torch.Tensor, kind: str, transpose: bool) -> list[torch.Tensor]:
         """The turned objects of ``rows`` (their entries as (component, copy) rows), each ``P^T`` (or ``P``) times
         its ``(d, copies n)`` matrix."""
-        out, start, n_b = [], 0, rows.shape[1]
-        for t, (m, d) in enumerate(self._in_turns if kind == "in" else self._out_turns):
+        turns, n_b = self._in_turns if kind == "in" else self._out_turns, rows.shape[1]
+        out = []  # one split, not a slice per type: the backward of a slice fills a zero matrix of all the rows
+        for t, ((m, d), block) in enumerate(zip(turns, rows.split([m * d for m, d in turns]))):
             P = getattr(self, f"{kind}_P_{t}")
-            block = rows[start:start + m * d].reshape(d, m * n_b)
-            start += m * d
-            out.append(((P if transpose else P.T) @ block).view(m * d, n_b))
+            out.append(((P if transpose else P.T) @ block.reshape(d, m * n_b)).view(m * d, n_b))
         return out
 
     def forward(self, x2: torch.Tensor, coefficients: Any) -> torch.Tensor:
@@ -336,13 +336,12 @@ class IrrepProduct(nn.Module):
         xt = x2.T
         turned = self._turned(xt.index_select(0, self.in_gather), "in", transpose=False) if self._in_turns else []
         Z = torch.cat([xt, *turned]).index_select(0, self.in_order) if turned else xt.index_select(0, self.in_order)
-        outs, start = [], 0
-        for (d, n_in, n_out), W_l in zip(self.irreps, torch.split(W, self._weight_sizes)):
+        outs = []
+        for (d, n_in, n_out), W_l, Z_l in zip(self.irreps, W.split(self._weight_sizes), Z.split(self._in_rows)):
             if n_in == 0:
                 outs.append(x2.new_zeros(n_out * d, n_b))
                 continue
-            outs.append((W_l.view(n_out, n_in) @ Z[start:start + n_in * d].view(n_in, d * n_b)).view(n_out * d, n_b))
-            start += n_in * d
+            outs.append((W_l.view(n_out, n_in) @ Z_l.view(n_in, d * n_b)).view(n_out * d, n_b))
         Y = torch.cat(outs)
         if self._out_turns:
             Y = torch.cat([Y, *self._turned(Y.index_select(0, self.out_turn_rows), "out", transpose=True)])

@@ -183,10 +183,10 @@ class BiLinear(Equivariant, nn.Module):
             outs = []
             if kind == "z":  # Z[b, (c, k), i] = sum_j x_j[c] w_ijk, then out[b, a, i] = sum_{c,k} M[a, c, k] Z
                 m_in, d_in = m, d
-                Z, start = next(operands).reshape(n_b * d_in, m_in) @ W.view(m_in, -1), 0
-                for _, (m_out, _, k, _, d_out) in members:  # M: (b, d_O K d_I) laid out (a, c, k)
-                    Zt = Z[:, start:start + k * m_out].reshape(n_b, d_in * k, m_out)
-                    start += k * m_out
+                Z = next(operands).reshape(n_b * d_in, m_in) @ W.view(m_in, -1)
+                Zs = Z.split([k * m_out for _, (m_out, _, k, _, _) in members], dim=1)  # one split: see IrrepProduct
+                for (_, (m_out, _, k, _, d_out)), Zk in zip(members, Zs):  # M: (b, d_O K d_I) laid out (a, c, k)
+                    Zt = Zk.reshape(n_b, d_in * k, m_out)
                     outs.append(torch.bmm(next(operands).reshape(n_b, d_out, d_in * k), Zt).view(n_b, d_out * m_out))
             else:  # P[b, (a, k), j] = sum_c M[a, k, c] x_j[c] (M laid out (a, k, c)), then out = sum_{k,j} P w_ijk
                 m_out, d_out = m, d

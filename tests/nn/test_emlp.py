@@ -280,14 +280,33 @@ def test_large_permutation_bases_are_gathers_with_the_same_weights(group, monkey
 
 
 @pytest.mark.parametrize("group", ["O(3)", "S(4)", "O13()"])
-def test_the_bilinear_layer_counts_the_multiply_adds_its_matrix_products_do(group):
+def test_the_bilinear_layer_counts_the_multiply_adds_its_matrix_products_do(group, monkeypatch):
     """``BiLinear.multiply_adds`` (what bench_models.py compares with a dense layer) is what torch's flop counter
-    sees in a forward pass: 2 flops per multiply-add per sample, over every batched and plain matmul."""
+    sees in a forward pass: 2 flops per multiply-add per sample, over every batched and plain matmul. The counter
+    sees only matmuls, so the per-sample products all run as ``bmm`` here (the smallest run as broadcast
+    products otherwise, the same multiply-adds)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from symkit import groups
+    from symkit.nn import bilinear
 
+    monkeypatch.setattr(bilinear, "per_sample_matmul", torch.bmm)
     layer = BiLinear(gated(uniform_rep(96, eval(group, vars(groups)))))
     with FlopCounterMode(display=False) as counter:
         layer(torch.randn(7, layer.size))
     assert counter.get_total_flops() == 2 * 7 * layer.multiply_adds > 0
+
+
+@pytest.mark.parametrize("p,q,r", [(3, 3, 34), (2, 2, 60), (1, 3, 8), (9, 9, 11), (3, 27, 3), (2, 2, 2)])
+def test_per_sample_products_equal_bmm_in_values_and_gradients(p, q, r):
+    """The bilinear layer's per-sample product (broadcast for the smallest shapes, bmm elsewhere) is ``bmm``."""
+    from symkit.nn.bilinear import per_sample_matmul
+
+    gen = torch.Generator().manual_seed(p * 100 + q * 10 + r)
+    a = torch.randn(5, p, q, dtype=torch.float64, generator=gen, requires_grad=True)
+    b = torch.randn(5, q, r, dtype=torch.float64, generator=gen, requires_grad=True)
+    g = torch.randn(5, p, r, dtype=torch.float64, generator=gen)
+    torch.testing.assert_close(per_sample_matmul(a, b), torch.bmm(a, b), rtol=1e-14, atol=1e-14)
+    ours = torch.autograd.grad(per_sample_matmul(a, b), [a, b], g)
+    for x, y in zip(ours, torch.autograd.grad(torch.bmm(a, b), [a, b], g)):
+        torch.testing.assert_close(x, y, rtol=1e-14, atol=1e-14)

@@ -27,7 +27,17 @@ from symkit.nn._inputs import check_input, check_rep
 from symkit.reps.core import Rep
 from symkit.reps.solve import object_index
 
-__all__ = ["BiLinear"]
+__all__ = ["BiLinear", "per_sample_matmul"]
+
+
+def per_sample_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` per sample, ``(n, p, q) @ (n, q, r)``. Where ``p`` and ``q`` are at most 3 (a few vectors' products
+    with many: O(3)'s ``3 x 3`` by ``3 x 34``, Z(2)'s ``2 x 2`` by ``2 x 60``) a broadcast product summed over ``q``
+    replaces ``bmm``, whose CPU kernel multiplies such pairs entry by entry (``p q r < 400``): 1.5-3x faster
+    forward and backward at batches of 256 and 500. Elsewhere ``bmm``."""
+    if a.shape[1] <= 3 and a.shape[2] <= 3 and b.shape[2] >= 8:
+        return (a.unsqueeze(-1) * b.unsqueeze(1)).sum(2)
+    return torch.bmm(a, b)
 
 
 def _block_key(leaves: tuple) -> tuple:
@@ -187,13 +197,14 @@ class BiLinear(Equivariant, nn.Module):
                 Zs = Z.split([k * m_out for _, (m_out, _, k, _, _) in members], dim=1)  # one split: see IrrepProduct
                 for (_, (m_out, _, k, _, d_out)), Zk in zip(members, Zs):  # M: (b, d_O K d_I) laid out (a, c, k)
                     Zt = Zk.reshape(n_b, d_in * k, m_out)
-                    outs.append(torch.bmm(next(operands).reshape(n_b, d_out, d_in * k), Zt).view(n_b, d_out * m_out))
+                    outs.append(per_sample_matmul(next(operands).reshape(n_b, d_out, d_in * k), Zt)
+                                .view(n_b, d_out * m_out))
             else:  # P[b, (a, k), j] = sum_c M[a, k, c] x_j[c] (M laid out (a, k, c)), then out = sum_{k,j} P w_ijk
                 m_out, d_out = m, d
                 P = []
                 for _, (_, m_in, k, d_in, _) in members:
                     xi, M = next(operands), next(operands)  # (b, d_I m_I) laid out (c, j); M as (a, k, c)
-                    P.append(torch.bmm(M.reshape(n_b, d_out * k, d_in), xi.reshape(n_b, d_in, m_in))
+                    P.append(per_sample_matmul(M.reshape(n_b, d_out * k, d_in), xi.reshape(n_b, d_in, m_in))
                              .view(n_b * d_out, k * m_in))
                 P = P[0] if len(P) == 1 else torch.cat(P, dim=1)
                 outs.append((P @ W.view(-1, m_out)).view(n_b, d_out * m_out))

@@ -50,7 +50,8 @@ def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error()
     line = summarize([row]).splitlines()[-1]
     # final 20, 60; late (steps >= 16: the last evaluation) 20, 60; mean over the curve (trapezoids) 25, 25; mean
     # best so far 30, 25
-    assert line == "| Hopper | 20 | rpp | 2 | 40.0 ± 20.0 | 40.0 ± 20.0 | 25.0 ± 0.0 | 27.5 ± 2.5 | 0.100 |"
+    assert line == ("| Hopper | 20 | rpp | 2 | 40.0 ± 20.0 | 40.0 ± 20.0 | 25.0 ± 0.0 | 27.5 ± 2.5 | 0: 20, 1: 60 | "
+                    "0.100 |")
 
 
 def test_runs_of_different_lengths_are_separate_curves(tmp_path):

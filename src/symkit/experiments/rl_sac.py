@@ -132,16 +132,19 @@ def _mean_se(values: Sequence[float]) -> str:
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per environment and model, over seeds (mean ± standard error): the final evaluation return, the late return
     (mean of the evaluations in the last fifth of the steps), the mean return over the curve, and the mean of Figure
-    3.4's curve (the best return reached up to each evaluation)."""
+    3.4's curve (the best return reached up to each evaluation), and each seed's final return (seed: return, so a
+    mean carried by one seed shows)."""
     lines = ["| env | steps | model | seeds | final return | late return (last fifth) | mean return over the curve "
-             "| mean best so far (Fig. 3.4) | s per update |", "|---|---|---|---|---|---|---|---|---|"]
+             "| mean best so far (Fig. 3.4) | final return per seed | s per update |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), r["config"].get("steps") or 0,
                                          str(r["config"].get("model")))):
-        curves = [_curve_means(m) for m in r.get("by_seed", {}).values() if "curve_returns" in m]
-        columns = [_mean_se([c[i] for c in curves]) for i in range(4)]
+        seeds = sorted((seed, _curve_means(m)) for seed, m in r.get("by_seed", {}).items() if "curve_returns" in m)
+        columns = [_mean_se([c[i] for _, c in seeds]) for i in range(4)]
+        per_seed = ", ".join(f"{seed}: {c[0]:.0f}" for seed, c in seeds)
         lines.append(f"| {r['config'].get('env')} | {r['config'].get('steps', '')} | {r['config'].get('model')} | "
-                     f"{r['n']} | "
-                     + " | ".join(columns) + f" | {r['mean'].get('seconds_per_update', math.nan):.3f} |")
+                     f"{r['n']} | " + " | ".join(columns)
+                     + f" | {per_seed} | {r['mean'].get('seconds_per_update', math.nan):.3f} |")
     return "\n".join(lines)
 
 

@@ -155,7 +155,9 @@ class BiLinear(Equivariant, nn.Module):
                 reads += [it.src] if kind == "z" else [it.inp, it.src]
             # Z first: the shared input's (m_I, d_I); P first: the shared output's (m_O, d_O)
             m, d = (its[0].shape[1], its[0].shape[3]) if kind == "z" else (its[0].shape[0], its[0].shape[4])
-            self._groups.append((kind, m, d, [(it.out_block, it.shape) for it in its]))
+            # Z first: the widths of the members' columns of the shared product Z, split apart once per call
+            widths = [it.shape[2] * it.shape[0] for it in its] if kind == "z" else []
+            self._groups.append((kind, m, d, [(it.out_block, it.shape) for it in its], widths))
         self._read_sizes = [len(r) for r in reads]
         self.register_buffer("reads", torch.as_tensor(np.concatenate(reads) if reads else np.zeros(0, np.int64),
                                                       dtype=torch.long, device=device), persistent=False)
@@ -188,14 +190,14 @@ class BiLinear(Equivariant, nn.Module):
         acc: dict[int, torch.Tensor] = {}
         operands = iter(torch.split(x2.index_select(1, self.reads), self._read_sizes, dim=1))
         flat = torch.cat([w.reshape(-1) for w in self.weights]) * self.scale if self._groups else None
-        for g, (kind, m, d, members) in enumerate(self._groups):
+        for g, (kind, m, d, members, widths) in enumerate(self._groups):
             W = flat.index_select(0, getattr(self, f"w_index_{g}"))
             outs = []
             if kind == "z":  # Z[b, (c, k), i] = sum_j x_j[c] w_ijk, then out[b, a, i] = sum_{c,k} M[a, c, k] Z
                 m_in, d_in = m, d
                 Z = next(operands).reshape(n_b * d_in, m_in) @ W.view(m_in, -1)
-                Zs = Z.split([k * m_out for _, (m_out, _, k, _, _) in members], dim=1)  # one split: see IrrepProduct
-                for (_, (m_out, _, k, _, d_out)), Zk in zip(members, Zs):  # M: (b, d_O K d_I) laid out (a, c, k)
+                # one split, not a slice per member: a slice's backward fills a zero matrix of all of Z
+                for (_, (m_out, _, k, _, d_out)), Zk in zip(members, Z.split(widths, dim=1)):  # M: (a, c, k)
                     Zt = Zk.reshape(n_b, d_in * k, m_out)
                     outs.append(per_sample_matmul(next(operands).reshape(n_b, d_out, d_in * k), Zt)
                                 .view(n_b, d_out * m_out))

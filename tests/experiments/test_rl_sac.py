@@ -50,8 +50,26 @@ def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error()
     line = summarize([row]).splitlines()[-1]
     # final 20, 60; late (steps >= 16: the last evaluation) 20, 60; mean over the curve (trapezoids) 25, 25; mean
     # best so far 30, 25
-    assert line == ("| Hopper | 20 | rpp | 2 | 40.0 ± 20.0 | 40.0 ± 20.0 | 25.0 ± 0.0 | 27.5 ± 2.5 | 0: 20, 1: 60 | "
-                    "0.100 |")
+    assert line == ("| Hopper | 20 | rpp | 0.1 | 2 | 40.0 ± 20.0 | 40.0 ± 20.0 | 25.0 ± 0.0 | 27.5 ± 2.5 "
+                    "| 0: 20, 1: 60 | 0.100 |")
+
+
+def test_runs_of_two_bilinear_scales_are_separate_rows_and_curves():
+    """A run stored before ``bilinear_scale`` existed had emlp's 0.1: it is not summarised or drawn with runs at the
+    RL code's 0.03; the MLP has no bilinear layers, so its rows show none."""
+    from symkit.experiments.rl_sac import summarize
+
+    curve = {"curve_steps": [0, 10], "curve_returns": [0.0, 10.0]}
+    old = {"env": "Hopper", "model": "rpp", "steps": 10}
+    rows = [{"config": {**old, "bilinear_scale": 0.03}, "n": 1, "mean": {}, "by_seed": {0: curve}},
+            {"config": old, "n": 1, "mean": {}, "by_seed": {0: curve}},
+            {"config": {**old, "model": "mlp", "bilinear_scale": 0.03}, "n": 1, "mean": {}, "by_seed": {0: curve}}]
+    lines = summarize(rows).splitlines()[2:]
+    assert [line.split(" | ")[2:4] for line in lines] == [["mlp", "-"], ["rpp", "0.03"], ["rpp", "0.1"]]
+    runs = [{"config": r["config"], "seed": 0, "metrics": curve} for r in rows]
+    assert sorted(curve_groups(runs)["Hopper"]) == [("mlp", 10), ("rpp, bilinear 0.03", 10),
+                                                    ("rpp, bilinear 0.1", 10)]
+    assert get_experiment("rl-sac").make_config().bilinear_scale == 0.03
 
 
 def test_runs_of_different_lengths_are_separate_curves(tmp_path):
@@ -63,8 +81,9 @@ def test_runs_of_different_lengths_are_separate_curves(tmp_path):
 
     runs = [run("rpp", 30_000, 0), run("rpp", 30_000, 1), run("rpp", 60_000, 0), run("mlp", 60_000, 0)]
     groups = curve_groups(runs)
-    assert sorted(groups["HalfCheetah"]) == [("mlp", 60_000), ("rpp", 30_000), ("rpp", 60_000)]
-    assert len(groups["HalfCheetah"][("rpp", 30_000)]) == 2
-    assert groups["HalfCheetah"][("rpp", 60_000)][0][0] == [0, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000]
+    rpp = "rpp, bilinear 0.1"  # stored without the setting: emlp's scale, which such runs had
+    assert sorted(groups["HalfCheetah"]) == [("mlp", 60_000), (rpp, 30_000), (rpp, 60_000)]
+    assert len(groups["HalfCheetah"][(rpp, 30_000)]) == 2
+    assert groups["HalfCheetah"][(rpp, 60_000)][0][0] == [0, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000]
     (path,) = figures(runs, tmp_path)
     assert path.stat().st_size > 1000

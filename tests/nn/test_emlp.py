@@ -310,3 +310,25 @@ def test_per_sample_products_equal_bmm_in_values_and_gradients(p, q, r):
     ours = torch.autograd.grad(per_sample_matmul(a, b), [a, b], g)
     for x, y in zip(ours, torch.autograd.grad(torch.bmm(a, b), [a, b], g)):
         torch.testing.assert_close(x, y, rtol=1e-14, atol=1e-14)
+
+
+def test_the_bilinear_output_scale_is_a_setting_of_the_layer_and_of_the_models():
+    """``scale`` multiplies the layer's output (0.1, emlp's, by default; the RL code's flax layers have 0.03), and
+    EMLP and RPP-EMLP pass ``bilinear_scale`` to every bilinear layer; a scale that is not a finite number >= 0 is
+    refused, naming it."""
+    from symkit.nn import RPPEMLP
+
+    G = SO(3)
+    rep = gated(Scalar + 2 * V(G) + V(G) ** 2)
+    default, small = BiLinear(rep, dtype=torch.float64), BiLinear(rep, scale=0.03, dtype=torch.float64)
+    small.load_state_dict(default.state_dict())
+    x = torch.randn(7, rep.size, dtype=torch.float64)
+    assert default.scale == 0.1 and default(x).abs().max() > 0
+    torch.testing.assert_close(small(x), 0.3 * default(x), rtol=1e-12, atol=0)
+    for model in (EMLP(V(G), Scalar, G, ch=24, num_layers=2, bilinear_scale=0.03),
+                  RPPEMLP(V(G), Scalar, G, ch=24, num_layers=2, bilinear_scale=0.03)):
+        assert [m.scale for m in model.modules() if isinstance(m, BiLinear)] == [0.03, 0.03]
+    assert [m.scale for m in EMLP(V(G), Scalar, G, ch=24, num_layers=1).modules() if isinstance(m, BiLinear)] == [0.1]
+    for bad in (-0.1, float("nan"), float("inf"), "0.1", True):
+        with pytest.raises(ValueError, match="scale must be a finite number >= 0"):
+            BiLinear(rep, scale=bad)

@@ -80,6 +80,25 @@ def test_the_rpp_optimisers_speeds_and_small_first_policies():
     assert critic_tau(PRESETS["Swimmer"], "mlp") == 0.005
 
 
+def test_the_networks_have_the_rl_codes_bilinear_scale_and_keep_it_when_loaded(tmp_path):
+    """make_sac builds the EMLP and RPP-EMLP with the RL code's bilinear output scale (0.03, emlp's is 0.1); a saved
+    model comes back with the scale it was built with."""
+    from stable_baselines3 import SAC
+
+    from symkit.nn import BiLinear
+
+    def scales(model):
+        return {m.scale for net in (model.policy.actor, model.policy.critic) for m in net.modules()
+                if isinstance(m, BiLinear)}
+
+    p, model = _sac("Hopper", "rpp")
+    assert scales(model) == {0.03}
+    _, other = _sac("Hopper", "emlp", bilinear_scale=0.1)
+    assert scales(other) == {0.1}
+    other.save(tmp_path / "sac.zip")
+    assert scales(SAC.load(tmp_path / "sac.zip", env=Monitor(p.make_env()))) == {0.1}
+
+
 def test_the_target_critics_follow_their_polyak_updates():
     """stable-baselines3 averages the target critics (in eval mode for good) through ``p.data``, which bumps no
     version counter: their EMLP layers must not serve a cached weight, or the targets would stay at their start."""

@@ -5,7 +5,9 @@ in actor and critics on one environment for ``steps`` environment steps, evaluat
 ``eval_every`` steps, and reports the learning curve (``curve_steps``, ``curve_returns``), the final and best
 evaluation returns and ``mean_return``, the mean over the curve (its area divided by its length: equal steps, so a
 measure of data efficiency). The critic target speed is Table A.9's (``tau=0``); Adam betas (0.5, 0.999) for the
-RPP; gradients clipped to a global norm of ``max_grad_norm`` (0.5, the reference code's) for every model.
+RPP; gradients clipped to a global norm of ``max_grad_norm`` (0.5, the reference code's) for every model; the
+EMLP's and RPP-EMLP's bilinear layers scaled by ``bilinear_scale`` (0.03, the RL code's; runs stored before the
+setting existed had emlp's 0.1, and the report reads them so).
 
 Runs checkpoint themselves every ``checkpoint_every`` steps to ``$SYMKIT_CHECKPOINTS/rl-sac/<run>`` (default
 ``runs/checkpoints``) and resume from there when started again with the same config; a finished run keeps its
@@ -59,6 +61,7 @@ class SACConfig:
     equivariant_wd: NonNegative = 0.0  # RPP prior as weight decays (the reference code's flags)
     basic_wd: NonNegative = 1e-6
     max_grad_norm: NonNegative = 0.5  # the reference code's gradient clipping (global norm per update); 0: off
+    bilinear_scale: NonNegative = 0.03  # the RL code's bilinear output scale (emlp's: 0.1); no effect on the MLP
     eval_every: Count = 10_000
     eval_episodes: Count = 10
     checkpoint_every: Count = 50_000
@@ -99,7 +102,7 @@ def run(config: SACConfig) -> dict[str, Any]:
         checkpoint_every=config.checkpoint_every, ch=config.ch, num_layers=config.num_layers,
         learning_starts=learning_starts, batch_size=config.batch_size, buffer_size=buffer_size,
         lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd,
-        max_grad_norm=config.max_grad_norm)
+        max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale)
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),
@@ -122,6 +125,17 @@ def _curve_means(metrics: Mapping[str, Any]) -> tuple[float, float, float, float
     return result.returns[-1], late_return(result), area_under_curve(result), area_under_curve(result, best=True)
 
 
+#: the bilinear scale of runs stored before ``bilinear_scale`` was a setting (symkit's default then)
+LEGACY_BILINEAR_SCALE = 0.1
+
+
+def _bilinear_scale(config: Mapping[str, Any]) -> str:
+    """A stored run's bilinear output scale as the report shows it: ``-`` for the MLP (it has no bilinear layers)."""
+    if config.get("model") == "mlp":
+        return "-"
+    return f"{config.get('bilinear_scale', LEGACY_BILINEAR_SCALE):g}"
+
+
 def _mean_se(values: Sequence[float]) -> str:
     v = np.asarray(values, dtype=float)
     if len(v) < 2:
@@ -134,27 +148,30 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     (mean of the evaluations in the last fifth of the steps), the mean return over the curve, and the mean of Figure
     3.4's curve (the best return reached up to each evaluation), and each seed's final return (seed: return, so a
     mean carried by one seed shows)."""
-    lines = ["| env | steps | model | seeds | final return | late return (last fifth) | mean return over the curve "
-             "| mean best so far (Fig. 3.4) | final return per seed | s per update |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| env | steps | model | bilinear scale | seeds | final return | late return (last fifth) "
+             "| mean return over the curve | mean best so far (Fig. 3.4) | final return per seed | s per update |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), r["config"].get("steps") or 0,
-                                         str(r["config"].get("model")))):
+                                         str(r["config"].get("model")), _bilinear_scale(r["config"]))):
         seeds = sorted((seed, _curve_means(m)) for seed, m in r.get("by_seed", {}).items() if "curve_returns" in m)
         columns = [_mean_se([c[i] for _, c in seeds]) for i in range(4)]
         per_seed = ", ".join(f"{seed}: {c[0]:.0f}" for seed, c in seeds)
         lines.append(f"| {r['config'].get('env')} | {r['config'].get('steps', '')} | {r['config'].get('model')} | "
-                     f"{r['n']} | " + " | ".join(columns)
+                     f"{_bilinear_scale(r['config'])} | {r['n']} | " + " | ".join(columns)
                      + f" | {per_seed} | {r['mean'].get('seconds_per_update', math.nan):.3f} |")
     return "\n".join(lines)
 
 
 def curve_groups(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[tuple[str, int], list[tuple[list, list]]]]:
-    """The runs' learning curves ``(steps, returns)`` by environment, then by ``(model, run length in steps)``."""
+    """The runs' learning curves ``(steps, returns)`` by environment, then by ``(model, run length in steps)``; the
+    model reads ``"rpp, bilinear 0.03"`` for the equivariant networks (runs of two bilinear scales are two curves)."""
     curves: dict[str, dict[tuple[str, int], list[tuple[list, list]]]] = {}
     for r in runs:
         m = r["metrics"]
         if "curve_steps" in m:
             env, model = str(r["config"].get("env")), str(r["config"].get("model"))
+            if model != "mlp":
+                model += f", bilinear {_bilinear_scale(r['config'])}"
             key = (model, int(r["config"].get("steps") or m["curve_steps"][-1]))
             curves.setdefault(env, {}).setdefault(key, []).append((m["curve_steps"], m["curve_returns"]))
     return curves

@@ -114,7 +114,9 @@ class BiLinear(Equivariant, nn.Module):
     of the input's own non-scalar objects of that type, so ``W(rho(g) x) = rho_out(g) W(x) rho_in(g)^-1`` and the
     layer is equivariant. It is what lets parity groups such as O(3) build invariants like ``|v|^2`` from
     vectors (Theorem A.2). Only the first ``min(copies in x, block size)`` input copies of a type are combined
-    (the reference code picks them at random).
+    (the reference code picks them at random). ``scale`` multiplies the output: 0.1 as in emlp (its objax and
+    pytorch layers); the residual-pathway-priors RL code's flax layers use 0.03 (with ``N(0, 1)`` weights where
+    symkit draws ``N(0, 1/k)``).
 
     ``W(x)`` is never formed: see the module docstring for the two contraction orders, chosen per pair of object
     types by their cost. ``multiply_adds`` counts a forward pass's multiply-adds per sample (batched and plain
@@ -126,6 +128,8 @@ class BiLinear(Equivariant, nn.Module):
         f = factory(device, dtype)
         self.rep = check_rep("rep", rep)
         self.size = rep.size
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
+            raise ValueError(f"BiLinear: scale must be a finite number >= 0, got {scale!r}")
         self.scale = float(scale)
         shapes, interactions, block_pos = _interactions(rep)
         #: multiply-adds per sample of a forward pass (for comparison: a dense layer of this width has size**2)

@@ -397,10 +397,11 @@ class EMLPBlock(Resettable, Equivariant, nn.Module):
     nonlinearity (Figure 2.4)."""
 
     def __init__(self, rep_in: Rep, rep_out: Rep, bilinear: bool = True, device: Any = None,
-                 dtype: torch.dtype | None = None) -> None:
+                 dtype: torch.dtype | None = None, bilinear_scale: float = 0.1) -> None:
         super().__init__()
         self.linear = EquivariantLinear(rep_in, gated(rep_out), device=device, dtype=dtype)
-        self.bilinear = BiLinear(gated(rep_out), device=device, dtype=dtype) if bilinear else None
+        self.bilinear = (BiLinear(gated(rep_out), scale=bilinear_scale, device=device, dtype=dtype) if bilinear
+                         else None)
         self.nonlinearity = GatedNonlinearity(rep_out, device=device)
 
     @property
@@ -433,7 +434,8 @@ class EMLP(Resettable, Equivariant, nn.Module):
 
     ``ch`` is the width of each hidden layer: an int (allocated by :func:`uniform_rep`), a Rep, or a list of
     either (one per hidden layer, which sets ``num_layers``). ``bilinear=False`` drops the bilinear layers
-    (then parity groups cannot map odd-rank inputs to invariants, Theorem A.2).
+    (then parity groups cannot map odd-rank inputs to invariants, Theorem A.2); ``bilinear_scale`` multiplies
+    their outputs (:class:`BiLinear`'s ``scale``).
 
     >>> from symkit.groups import SO
     >>> from symkit.reps import V, Scalar
@@ -451,6 +453,7 @@ class EMLP(Resettable, Equivariant, nn.Module):
         bilinear: bool = True,
         device: Any = None,
         dtype: torch.dtype | None = None,
+        bilinear_scale: float = 0.1,
     ) -> None:
         super().__init__()
         rep_in, rep_out = model_reps(rep_in, rep_out, group)
@@ -458,7 +461,8 @@ class EMLP(Resettable, Equivariant, nn.Module):
         self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
         self.in_features, self.out_features = rep_in.size, rep_out.size
         f = {"device": device, "dtype": dtype}
-        self.blocks = nn.Sequential(*[EMLPBlock(a, b, bilinear=bilinear, **f) for a, b in zip(reps, reps[1:])])
+        self.blocks = nn.Sequential(*[EMLPBlock(a, b, bilinear=bilinear, bilinear_scale=bilinear_scale, **f)
+                                      for a, b in zip(reps, reps[1:])])
         self.head = EquivariantLinear(reps[-1], rep_out, **f)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -119,10 +119,10 @@ class RPPGatedNonlinearity(Resettable, Equivariant, nn.Module):
 
 class _RPPBlock(Equivariant, nn.Module):
     def __init__(self, rep_in: Rep, rep_out: Rep, subgroup: Group | None = None, device: Any = None,
-                 dtype: torch.dtype | None = None) -> None:
+                 dtype: torch.dtype | None = None, bilinear_scale: float = 0.1) -> None:
         super().__init__()
         self.linear = RPPLinear(rep_in, gated(rep_out), subgroup, device=device, dtype=dtype)
-        self.bilinear = BiLinear(gated(rep_out), device=device, dtype=dtype)
+        self.bilinear = BiLinear(gated(rep_out), scale=bilinear_scale, device=device, dtype=dtype)
         self.nonlinearity = (RPPGatedNonlinearity(rep_out, device=device, dtype=dtype) if subgroup is None
                              else GatedNonlinearity(rep_out, device=device))
 
@@ -142,7 +142,8 @@ class _RPPBlock(Equivariant, nn.Module):
 class RPPEMLP(Resettable, Equivariant, nn.Module):
     """An EMLP whose every layer has a residual flexible path (RPP-EMLP, Sec. 3.4): unconstrained, or with
     ``subgroup=H`` equivariant under ``H`` (the model is then exactly ``H``-equivariant, softly ``group``-
-    equivariant). Train it with ``loss = sum of negative log likelihoods + rpp_penalty(model, sigma_a, sigma_b)``."""
+    equivariant). Train it with ``loss = sum of negative log likelihoods + rpp_penalty(model, sigma_a, sigma_b)``.
+    ``bilinear_scale`` multiplies the bilinear layers' outputs (:class:`BiLinear`'s ``scale``)."""
 
     def __init__(
         self,
@@ -154,6 +155,7 @@ class RPPEMLP(Resettable, Equivariant, nn.Module):
         subgroup: Group | None = None,
         device: Any = None,
         dtype: torch.dtype | None = None,
+        bilinear_scale: float = 0.1,
     ) -> None:
         super().__init__()
         rep_in, rep_out = model_reps(rep_in, rep_out, group, who="RPPEMLP")
@@ -161,7 +163,8 @@ class RPPEMLP(Resettable, Equivariant, nn.Module):
         self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
         self.in_features, self.out_features = rep_in.size, rep_out.size
         self.subgroup = subgroup
-        self.blocks = nn.Sequential(*[_RPPBlock(a, b, subgroup, device, dtype) for a, b in zip(reps, reps[1:])])
+        self.blocks = nn.Sequential(*[_RPPBlock(a, b, subgroup, device, dtype, bilinear_scale)
+                                      for a, b in zip(reps, reps[1:])])
         self.head = RPPLinear(reps[-1], rep_out, subgroup, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,8 @@ reordered, so the environment sees its own order.
 What follows the thesis: RPP in both policy and Q-function (A.2.2: an RPP policy against an MLP critic would fit the
 critic's non-equivariant parts), the last policy layer initialised 100x smaller for every model (Andrychowicz et al.
 2020), Adam betas (0.5, 0.999) for the RPP's optimisers, the critic target speeds of Table A.9 (``tau``; 0.005 for
-the baseline and where the table has none), the reference code's SAC settings (learning rate 3e-4, two hidden
+the baseline and where the table has none), the RL code's bilinear output scale (0.03, where emlp's layers have
+0.1: :data:`RL_BILINEAR_SCALE`), the reference code's SAC settings (learning rate 3e-4, two hidden
 layers of 256, discount 0.99, initial temperature 1, batch 256, updates from step 10^4). The RPP prior is a weight
 decay per path (``equivariant_wd``, ``basic_wd``: the loss gains ``wd |w|^2``, the reference code's flags, whose
 ``basic_wd`` defaults to 1e-6), and the reference code's gradient clipping (global norm 0.5 per network update,
@@ -57,12 +58,15 @@ from symkit.rl.presets import LocomotionPreset, preset
 from symkit.rl.transitions import hidden_rep, scale_last_layer
 from symkit.train import fused_options
 
-__all__ = ["KINDS", "BASELINE_TAU", "PresetFeatures", "SymmetricSACPolicy", "SACResult", "make_sac", "train_sac",
-           "critic_tau", "area_under_curve", "best_so_far", "late_return"]
+__all__ = ["KINDS", "BASELINE_TAU", "RL_BILINEAR_SCALE", "PresetFeatures", "SymmetricSACPolicy", "SACResult",
+           "make_sac", "train_sac", "critic_tau", "area_under_curve", "best_so_far", "late_return"]
 
 KINDS = ("mlp", "emlp", "rpp")
 BASELINE_TAU = 0.005  # Table A.9, every baseline
 RPP_BETAS = (0.5, 0.999)
+#: the bilinear layers' output scale in the RL code's flax EMLP (residual-pathway-priors ``rpp/flax.py``; emlp's
+#: objax and pytorch layers use 0.1, symkit's default)
+RL_BILINEAR_SCALE = 0.03
 
 
 def critic_tau(p: LocomotionPreset, kind: str) -> float:
@@ -94,11 +98,13 @@ class PresetFeatures(BaseFeaturesExtractor):
         return obs.index_select(-1, self.order)
 
 
-def _network(kind: str, p: LocomotionPreset, rep_in: Any, rep_out: Any, ch: int, num_layers: int) -> nn.Module:
+def _network(kind: str, p: LocomotionPreset, rep_in: Any, rep_out: Any, ch: int, num_layers: int,
+             bilinear_scale: float) -> nn.Module:
     if kind == "mlp":
         return MLP(rep_in.size, rep_out.size, ch=ch, num_layers=num_layers)
     cls = EMLP if kind == "emlp" else RPPEMLP
-    return cls(rep_in, rep_out, p.group, ch=hidden_rep(p.group, ch), num_layers=num_layers)
+    return cls(rep_in, rep_out, p.group, ch=hidden_rep(p.group, ch), num_layers=num_layers,
+               bilinear_scale=bilinear_scale)
 
 
 class _Select(nn.Module):
@@ -128,12 +134,12 @@ class _QNet(nn.Module):
 class SymmetricActor(Actor):
     """SAC's actor with one network ``state rep -> action rep + action scale rep`` (mean, log std)."""
 
-    def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, head_scale: float,
-                 **kwargs: Any) -> None:
+    def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
+                 head_scale: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         p = preset(preset_name)
         da = p.action_size
-        net = _network(kind, p, p.state_rep, p.action_rep + p.action_scale_rep, ch, num_layers)
+        net = _network(kind, p, p.state_rep, p.action_rep + p.action_scale_rep, ch, num_layers, bilinear_scale)
         self.latent_pi = scale_last_layer(net, head_scale)
         order = list(p.action_order) if p.action_order is not None else list(range(da))
         inverse = list(np.argsort(order))  # rep layout -> environment order
@@ -144,13 +150,15 @@ class SymmetricActor(Actor):
 class SymmetricCritic(ContinuousCritic):
     """SAC's ``n_critics`` Q-functions, each a network ``state rep + action rep -> Scalar``."""
 
-    def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         p = preset(preset_name)
         order = list(p.action_order) if p.action_order is not None else list(range(p.action_size))
         self.q_networks = []
         for idx in range(self.n_critics):
-            q = _QNet(_network(kind, p, p.state_rep + p.action_rep, Scalar, ch, num_layers), p.state_size, order)
+            net = _network(kind, p, p.state_rep + p.action_rep, Scalar, ch, num_layers, bilinear_scale)
+            q = _QNet(net, p.state_size, order)
             self.add_module(f"qf{idx}", q)
             self.q_networks.append(q)
 
@@ -188,18 +196,21 @@ def _clip_before_step(max_norm: float) -> Any:
 
 class SymmetricSACPolicy(SACPolicy):
     """stable-baselines3's SAC policy with symkit networks for the actor and the critics (module docstring).
-    ``preset_name``: a :data:`~symkit.rl.presets.PRESETS` name; ``kind``: ``"mlp"``, ``"emlp"`` or ``"rpp"``."""
+    ``preset_name``: a :data:`~symkit.rl.presets.PRESETS` name; ``kind``: ``"mlp"``, ``"emlp"`` or ``"rpp"``;
+    ``bilinear_scale``: the EMLP's and RPP-EMLP's bilinear output scale (0.1, symkit's default and what a saved
+    policy without the setting was built with; :func:`make_sac` passes the RL code's 0.03)."""
 
     def __init__(self, *args: Any, preset_name: str = "Hopper", kind: str = "rpp", ch: int = 256,
                  num_layers: int = 2, head_scale: float = 0.01, equivariant_wd: float = 0.0,
-                 basic_wd: float = 1e-6, max_grad_norm: float = 0.5, **kwargs: Any) -> None:
+                 basic_wd: float = 1e-6, max_grad_norm: float = 0.5, bilinear_scale: float = 0.1,
+                 **kwargs: Any) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if not (isinstance(max_grad_norm, (int, float)) and math.isfinite(max_grad_norm) and max_grad_norm >= 0):
             raise ValueError(f"max_grad_norm must be a finite number >= 0 (0: no clipping), got {max_grad_norm!r}")
         self.max_grad_norm = float(max_grad_norm)
         self.symkit_kwargs = {"preset_name": preset(preset_name).name, "kind": kind, "ch": ch,
-                              "num_layers": num_layers}
+                              "num_layers": num_layers, "bilinear_scale": bilinear_scale}
         self.head_scale, self.equivariant_wd, self.basic_wd = head_scale, equivariant_wd, basic_wd
         kwargs.setdefault("features_extractor_class", PresetFeatures)
         kwargs.setdefault("features_extractor_kwargs", {"preset_name": self.symkit_kwargs["preset_name"]})
@@ -238,12 +249,12 @@ class SymmetricSACPolicy(SACPolicy):
 def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int = 256, num_layers: int = 2,
              learning_starts: int = 10_000, batch_size: int = 256, buffer_size: int = 1_000_000, lr: float = 3e-4,
              tau: float | None = None, equivariant_wd: float = 0.0, basic_wd: float = 1e-6,
-             max_grad_norm: float = 0.5) -> SAC:
+             max_grad_norm: float = 0.5, bilinear_scale: float = RL_BILINEAR_SCALE) -> SAC:
     """An SB3 ``SAC`` with :class:`SymmetricSACPolicy` and the thesis's settings (module docstring); ``tau=None``
     takes Table A.9's (:func:`critic_tau`)."""
     policy_kwargs: dict[str, Any] = {"preset_name": p.name, "kind": kind, "ch": ch, "num_layers": num_layers,
                                      "equivariant_wd": equivariant_wd, "basic_wd": basic_wd,
-                                     "max_grad_norm": max_grad_norm}
+                                     "max_grad_norm": max_grad_norm, "bilinear_scale": bilinear_scale}
     if kind == "rpp":
         policy_kwargs["optimizer_kwargs"] = {"betas": RPP_BETAS}
     return SAC(SymmetricSACPolicy, env, learning_rate=lr, buffer_size=buffer_size, learning_starts=learning_starts,

@@ -281,7 +281,11 @@ def measure_big_permutation_layer(device: str = "cpu") -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- per layer
-def layer_table(device: str = "cpu") -> list[str]:
+def layer_table(device: str = "cpu", steps: dict | None = None) -> list[str]:
+    """Forward plus backward of each layer type at O(3), ch=384, batch 500, against ``nn.Linear``; and the bilinear
+    layer's products with its weights alone, as dense matmuls of their shapes on fresh contiguous operands (what no
+    implementation of this layer avoids). With ``steps`` (the no-bilinear EMLP's and the MLP's step in ms at these
+    sizes) it adds the bound that follows: an EMLP step costs at least the no-bilinear step plus three such sets."""
     import torch
 
     from symkit.groups import O
@@ -305,14 +309,30 @@ def layer_table(device: str = "cpu") -> list[str]:
     lines = [f"per layer, O(3), ch=384 ({hidden.size} -> {wide.size} features), batch 500, forward + backward, "
              f"{bc.describe(dev)}:",
              f"{'layer':<24}{'ms':>10}{'/ nn.Linear':>14}"]
+    bilinear = layers[3][1]
+    operands = [(torch.randn(500 * r, i, device=dev, requires_grad=True),
+                 torch.randn(i, c, device=dev, requires_grad=True)) for r, i, c in bilinear.weight_products]
+
+    def weight_products() -> None:
+        sum((a @ w).sum() for a, w in operands).backward()
+
     times = {}
     for name, layer, x in layers:
         def run(layer=layer, x=x) -> None:
             layer(x).sum().backward()
         times[name] = 1e3 * _timed(run, dev, budget=2.0)
+    times["  its weight products"] = 1e3 * _timed(weight_products, dev, budget=2.0)
     base = times["nn.Linear (same size)"]
     for name, t in times.items():
         lines.append(f"{name:<24}{t:>10.2f}{t / base:>13.2f}x")
+    shapes = ", ".join(f"{500 * r}x{i} @ {i}x{c}" for r, i, c in bilinear.weight_products)
+    lines.append(f"(its weight products: {shapes}; {sum(r * i * c for r, i, c in bilinear.weight_products):,} of its "
+                 f"{bilinear.multiply_adds:,} multiply-adds per sample)")
+    if steps:
+        bound = steps["emlp-nobil"] + 3 * times["  its weight products"]
+        lines.append(f"bound for this bilinear layer: an EMLP step does at least the no-bilinear step "
+                     f"({steps['emlp-nobil']:.1f} ms) plus three layers' weight products: {bound:.1f} ms, "
+                     f"{bound / steps['mlp']:.2f}x the MLP's {steps['mlp']:.1f} ms (issue: 1.5x)")
     return lines
 
 
@@ -372,9 +392,12 @@ def main() -> None:
                            "glibc's defaults" if args.glibc_defaults else "the platform's (not glibc)"))
     print(f"{'group':<8}{'ch':>5}{'batch':>6}  {'model':<11}{'fwd ms':>9}{'step ms':>10}{'step/MLP':>10}"
           f"{'MACs/MLP':>10}{'peak MB':>9}{'peak/MLP':>10}{'rise MB':>9}{'params':>9}")
-    summary = []
+    summary, steps_o3 = [], None
     for group, ch, batch in cases:
         results = {kind: _in_subprocess(group, ch, batch, kind, args.device) for kind in MODELS}
+        bound_kinds = ("emlp-nobil", "mlp")  # the bound of the per-layer table starts from their steps
+        if (group, ch, batch) == ("O(3)", 384, 500) and all(isinstance(results[k], dict) for k in bound_kinds):
+            steps_o3 = {k: results[k]["step_ms"] for k in bound_kinds}
         for kind in MODELS:
             r = results[kind]
             print(f"{group:<8}{ch:>5}{batch:>6}  {kind:<11}{_fmt(r, 'fwd_ms'):>9}{_fmt(r, 'step_ms'):>10}"
@@ -405,7 +428,7 @@ def main() -> None:
     for group, ch, batch, *ratios in summary:
         print(f"{group:<8}{ch:>5}{batch:>6}" + "".join(f"{r:>{w}}" for r, w in zip(ratios, (10, 8, 12, 8, 10, 10))))
     print()
-    print("\n".join(layer_table(args.device)))
+    print("\n".join(layer_table(args.device, steps_o3)))
     big = _in_subprocess("s8", args.device)
     print()
     print(f"S(8) EquivariantLinear(T(3), T(4)) (basis of T(7): 2,097,152 x 877, 14.7 GB dense), a gather, on "

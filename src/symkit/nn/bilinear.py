@@ -120,7 +120,9 @@ class BiLinear(Equivariant, nn.Module):
 
     ``W(x)`` is never formed: see the module docstring for the two contraction orders, chosen per pair of object
     types by their cost. ``multiply_adds`` counts a forward pass's multiply-adds per sample (batched and plain
-    matrix products).
+    matrix products); ``weight_products`` lists its products with the weights, ``(rows per sample, inner, columns)``
+    each: ``sum(r * i * c)`` of them is the part of ``multiply_adds`` that no choice of order can remove (every
+    weight meets every entry of the object it multiplies, once per sample).
     """
 
     def __init__(self, rep: Rep, scale: float = 0.1, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -145,6 +147,8 @@ class BiLinear(Equivariant, nn.Module):
             key = ("z", tuple(it.inp)) if it.weights_first else ("p", it.out_block)
             groups.setdefault(key, []).append(t)
         self._groups, reads = [], []
+        #: ``(rows per sample, inner, columns)`` of each product with the weights (one per group, forward pass)
+        self.weight_products: list[tuple[int, int, int]] = []
         for g, ((kind, _), members) in enumerate(groups.items()):
             its = [interactions[t] for t in members]
             index = [starts[it.weight] + it.w_index for it in its]
@@ -162,6 +166,8 @@ class BiLinear(Equivariant, nn.Module):
             # Z first: the widths of the members' columns of the shared product Z, split apart once per call
             widths = [it.shape[2] * it.shape[0] for it in its] if kind == "z" else []
             self._groups.append((kind, m, d, [(it.out_block, it.shape) for it in its], widths))
+            inner = m if kind == "z" else sum(it.shape[2] * it.shape[1] for it in its)  # P first: sum of K m_I
+            self.weight_products.append((d, inner, sum(widths) if kind == "z" else m))
         self._read_sizes = [len(r) for r in reads]
         self.register_buffer("reads", torch.as_tensor(np.concatenate(reads) if reads else np.zeros(0, np.int64),
                                                       dtype=torch.long, device=device), persistent=False)

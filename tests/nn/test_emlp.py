@@ -317,8 +317,8 @@ def test_per_sample_products_equal_bmm_in_values_and_gradients(p, q, r):
 
 def test_the_bilinear_output_scale_is_a_setting_of_the_layer_and_of_the_models():
     """``scale`` multiplies the layer's output (0.1, emlp's, by default; the RL code's flax layers have 0.03), and
-    EMLP and RPP-EMLP pass ``bilinear_scale`` to every bilinear layer; a scale that is not a finite number >= 0 is
-    refused, naming it."""
+    EMLP and RPP-EMLP pass ``bilinear_scale`` to every bilinear layer; a scale that is not a number (TypeError) or
+    not finite and >= 0 (ValueError) is refused, naming it."""
     from symkit.nn import RPPEMLP
 
     G = SO(3)
@@ -332,6 +332,9 @@ def test_the_bilinear_output_scale_is_a_setting_of_the_layer_and_of_the_models()
                   RPPEMLP(V(G), Scalar, G, ch=24, num_layers=2, bilinear_scale=0.03)):
         assert [m.scale for m in model.modules() if isinstance(m, BiLinear)] == [0.03, 0.03]
     assert [m.scale for m in EMLP(V(G), Scalar, G, ch=24, num_layers=1).modules() if isinstance(m, BiLinear)] == [0.1]
-    for bad in (-0.1, float("nan"), float("inf"), "0.1", True):
+    for bad in (-0.1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="scale must be a finite number >= 0"):
+            BiLinear(rep, scale=bad)
+    for bad in ("0.1", True, None):
+        with pytest.raises(TypeError, match="scale must be a number"):
             BiLinear(rep, scale=bad)

@@ -130,7 +130,9 @@ class BiLinear(Equivariant, nn.Module):
         f = factory(device, dtype)
         self.rep = check_rep("rep", rep)
         self.size = rep.size
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+            raise TypeError(f"BiLinear: scale must be a number, got {type(scale).__name__} {scale!r}")
+        if not math.isfinite(scale) or scale < 0:
             raise ValueError(f"BiLinear: scale must be a finite number >= 0, got {scale!r}")
         self.scale = float(scale)
         shapes, interactions, block_pos = _interactions(rep)

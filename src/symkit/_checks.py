@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-__all__ = ["check_int", "require"]
+__all__ = ["check_int", "check_number", "require"]
 
 
 def check_int(what: str, value: Any, minimum: int = 0) -> int:
@@ -18,6 +19,16 @@ def check_int(what: str, value: Any, minimum: int = 0) -> int:
     if value < minimum:
         raise ValueError(f"{what}: expected an int >= {minimum}, got {value}")
     return int(value)
+
+
+def check_number(what: str, value: Any, minimum: float = 0.0) -> float:
+    """``value`` as a finite ``float >= minimum``; a ``TypeError`` (bools, strings, None) or ``ValueError`` (not
+    finite, too small) naming ``what`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{what}: expected a number, got {type(value).__name__} {value!r}")
+    if not math.isfinite(value) or value < minimum:
+        raise ValueError(f"{what}: expected a finite number >= {minimum:g}, got {value!r}")
+    return float(value)
 
 
 def require(module: str, what: str) -> Any:

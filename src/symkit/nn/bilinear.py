@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from symkit._checks import check_number
 from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import factory, on
 from symkit.nn._inputs import check_input, check_rep
@@ -130,11 +131,7 @@ class BiLinear(Equivariant, nn.Module):
         f = factory(device, dtype)
         self.rep = check_rep("rep", rep)
         self.size = rep.size
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-            raise TypeError(f"BiLinear: scale must be a number, got {type(scale).__name__} {scale!r}")
-        if not math.isfinite(scale) or scale < 0:
-            raise ValueError(f"BiLinear: scale must be a finite number >= 0, got {scale!r}")
-        self.scale = float(scale)
+        self.scale = check_number("BiLinear: scale", scale)
         shapes, interactions, block_pos = _interactions(rep)
         #: multiply-adds per sample of a forward pass (for comparison: a dense layer of this width has size**2)
         self.multiply_adds = sum(it.multiply_adds for it in interactions)

@@ -50,6 +50,7 @@ from stable_baselines3.sac.policies import Actor, SACPolicy
 from torch import nn
 
 from symkit import runtime
+from symkit._checks import check_number
 from symkit.nn import EMLP, MLP, RPPEMLP, EquivariantLinear
 from symkit.nn.rpp import RPPGatedNonlinearity, RPPLinear
 from symkit.progress import progress_bar
@@ -206,9 +207,7 @@ class SymmetricSACPolicy(SACPolicy):
                  **kwargs: Any) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-        if not (isinstance(max_grad_norm, (int, float)) and math.isfinite(max_grad_norm) and max_grad_norm >= 0):
-            raise ValueError(f"max_grad_norm must be a finite number >= 0 (0: no clipping), got {max_grad_norm!r}")
-        self.max_grad_norm = float(max_grad_norm)
+        self.max_grad_norm = check_number("SymmetricSACPolicy: max_grad_norm (0: no clipping)", max_grad_norm)
         self.symkit_kwargs = {"preset_name": preset(preset_name).name, "kind": kind, "ch": ch,
                               "num_layers": num_layers, "bilinear_scale": bilinear_scale}
         self.head_scale, self.equivariant_wd, self.basic_wd = head_scale, equivariant_wd, basic_wd

@@ -1,14 +1,17 @@
 """rl-sac (thesis Sec. 3.6.1, Figure 3.4) at its quick size: 600 steps of Hopper, updates from step 300, 64
 channels; about 10 s for the RPP. It checks the set-up (curve, Table A.9's speed, checkpoint), not learning."""
 
+import dataclasses
+import json
 import math
+import os
 
 import pytest
 
 pytest.importorskip("stable_baselines3")
 
 from symkit.experiments import get_experiment  # noqa: E402
-from symkit.experiments.rl_sac import checkpoint_dir, curve_groups, figures  # noqa: E402
+from symkit.experiments.rl_sac import checkpoint_dir, curve_groups, figures, shorter_run  # noqa: E402
 
 
 def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, monkeypatch):
@@ -24,6 +27,14 @@ def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, 
     assert folder.parent == tmp_path / "rl-sac" and (folder / "sac.zip").exists()
     again = exp.run(config)  # a finished run is not trained again
     assert again["resumed_from"] == 600 and again["curve_returns"] == out["curve_returns"]
+    assert sorted(os.listdir(folder)) == ["config.json", "curve.json", "replay.pkl", "sac.zip"]  # below FULL_STEPS
+    longer = exp.make_config(quick=True, model="rpp", env="Walker2d", steps=900, checkpoint_every=900)
+    assert shorter_run(longer) == folder
+    more = exp.run(longer)  # a longer budget carries the finished run on
+    assert more["resumed_from"] == 600 and more["continued_from"] == folder.name
+    assert more["curve_steps"] == [0, 300, 600, 900] and more["curve_returns"][:3] == out["curve_returns"]
+    assert json.loads((folder / "curve.json").read_text())["num_timesteps"] == 600  # the shorter run is untouched
+    assert exp.run(config)["curve_returns"] == out["curve_returns"]
     runs = [{"config": {"env": "Walker2d", "model": m}, "seed": 0, "metrics": out} for m in ("rpp", "mlp")]
     (path,) = figures(runs, tmp_path / "report")
     assert path.exists() and path.stat().st_size > 1000
@@ -89,3 +100,37 @@ def test_runs_of_different_lengths_are_separate_curves(tmp_path):
     assert groups["HalfCheetah"][(rpp, 60_000)][0][0] == [0, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000]
     (path,) = figures(runs, tmp_path)
     assert path.stat().st_size > 1000
+
+
+def test_a_run_continues_only_the_longest_finished_shorter_run_of_the_same_settings(tmp_path, monkeypatch):
+    """Only ``steps`` and ``checkpoint_every`` may differ; the shorter run must have finished and kept its replay
+    buffer; folders without a stored config (runs from before configs were stored) are passed over."""
+    monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
+    exp = get_experiment("rl-sac")
+
+    def fake_run(done=None, files=("sac.zip", "replay.pkl"), **changes):
+        config = exp.make_config(quick=True, **changes)
+        folder = checkpoint_dir(config)
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
+        (folder / "curve.json").write_text(json.dumps({"num_timesteps": config.steps if done is None else done}))
+        for name in files:
+            (folder / name).write_bytes(b"")
+        return folder
+
+    target = exp.make_config(quick=True, steps=5000)
+    assert shorter_run(target) is None
+    fake_run(steps=1000, files=("sac.zip",))  # finished, replay buffer dropped
+    fake_run(steps=3000, done=2000)  # not finished
+    fake_run(steps=2500, lr=1e-3)  # another learning rate
+    fake_run(steps=6000)  # longer than the target
+    fake_run(steps=2000, seed=1)  # another seed
+    assert shorter_run(target) is None
+    two = fake_run(steps=2000, checkpoint_every=100)
+    assert shorter_run(target) == two
+    legacy = checkpoint_dir(exp.make_config(quick=True, steps=4000))
+    legacy.mkdir()  # no config.json: not considered
+    (legacy / "curve.json").write_text(json.dumps({"num_timesteps": 4000}))
+    assert shorter_run(target) == two
+    four = fake_run(steps=4000, checkpoint_every=1000)
+    assert shorter_run(target) == four

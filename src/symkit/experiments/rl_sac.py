@@ -11,7 +11,13 @@ setting existed had emlp's 0.1, and the report reads them so).
 
 Runs checkpoint themselves every ``checkpoint_every`` steps to ``$SYMKIT_CHECKPOINTS/rl-sac/<run>`` (default
 ``runs/checkpoints``) and resume from there when started again with the same config; a finished run keeps its
-policy and curve there.
+policy and curve there, and, when it is shorter than the full size (``FULL_STEPS``), its replay buffer too, so that
+a longer budget continues it: a run that finds no checkpoint of its own starts from the longest finished run whose
+config differs from its own only in ``steps`` and ``checkpoint_every`` (:func:`shorter_run`), and trains the
+remaining steps. That run's files are linked, not changed. Budgets grow over sessions this way (30k, then 60k, then
+100k steps) without training again what is done. A continued run is the shorter one's run carried on: equal to one
+long run except that the episode under way at the shorter run's end is cut (as at every resume) and the random
+streams restart from the checkpoint.
 
 The full size is the thesis's: 10^6 steps, updates from step 10^4, 4 seeds, the six environments of Table A.10 (the
 thesis ran RPP on Humanoid and reports that its critic never trained). That is about 8 GPU-hours a run in the
@@ -28,6 +34,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,9 +48,14 @@ from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.rl.presets import PRESETS, preset
 
-__all__ = ["SACConfig", "run", "checkpoint_dir", "figures"]
+__all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "figures", "FULL_STEPS"]
 
 MODELS = ("mlp", "emlp", "rpp")
+#: the thesis's run length; a finished run this long or longer drops its replay buffer (a run shorter keeps it, so
+#: a longer budget can continue it: 200 MB for Hopper's 10^6 transitions, stored whole however many are filled)
+FULL_STEPS = 1_000_000
+#: the settings a longer run may differ in from the shorter run it continues (neither changes what is trained)
+BUDGET_FIELDS = ("steps", "checkpoint_every")
 
 
 @dataclass
@@ -84,6 +96,45 @@ def checkpoint_dir(config: SACConfig) -> Path:
     return root / "rl-sac" / f"{config.env}-{config.model}-seed{config.seed}-{digest}"
 
 
+def _without_budget(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k not in BUDGET_FIELDS}
+
+
+def shorter_run(config: SACConfig) -> Path | None:
+    """The checkpoint a run of ``config`` continues: among the finished runs in ``checkpoint_dir(config).parent``
+    whose stored config (``config.json``) equals ``config`` but for :data:`BUDGET_FIELDS` and whose ``steps`` are
+    fewer, the longest that kept its replay buffer; None when there is none."""
+    mine = dataclasses.asdict(config)
+    best: tuple[int, Path] | None = None
+    for folder in checkpoint_dir(config).parent.glob(f"{config.env}-{config.model}-seed{config.seed}-*"):
+        try:
+            theirs = json.loads((folder / "config.json").read_text())
+            done = int(json.loads((folder / "curve.json").read_text())["num_timesteps"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a run that recorded its config (older runs), or not checkpointed yet
+        steps = theirs.get("steps")
+        if (_without_budget(theirs) == _without_budget(mine) and isinstance(steps, int) and steps < config.steps
+                and done == steps and (folder / "replay.pkl").exists() and (folder / "sac.zip").exists()
+                and (best is None or steps > best[0])):
+            best = (steps, folder)
+    return best[1] if best else None
+
+
+def _start_from(source: Path, folder: Path) -> None:
+    """Give ``folder`` the checkpoint of ``source`` (hard links where the file system allows, else copies; checkpoints
+    are replaced, never written in place, so the source stays as it was); ``curve.json`` last, as a run resumes only
+    when it is there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("replay.pkl", "sac.zip", "curve.json"):
+        tmp = folder / f"{name}.link"
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(source / name, tmp)
+        except OSError:
+            shutil.copyfile(source / name, tmp)
+        os.replace(tmp, folder / name)
+
+
 def run(config: SACConfig) -> dict[str, Any]:
     """Train SAC on one environment and report its learning curve (module docstring)."""
     from symkit.rl.sac import area_under_curve, train_sac
@@ -96,13 +147,22 @@ def run(config: SACConfig) -> dict[str, Any]:
         learning_starts = min(learning_starts, 64)
         steps = eval_every = buffer_size = min(steps, learning_starts + (runtime.current().max_batches or 2))
         eval_episodes, checkpoints = 1, None
+    source = None
+    if checkpoints is not None:
+        if not (checkpoints / "curve.json").exists():
+            source = shorter_run(config)
+            if source is not None:
+                _start_from(source, checkpoints)
+        checkpoints.mkdir(parents=True, exist_ok=True)
+        (checkpoints / "config.json").write_text(json.dumps(dataclasses.asdict(config), sort_keys=True))
     result = train_sac(
         p, config.model, steps, seed=config.seed, eval_every=eval_every,
         eval_episodes=eval_episodes, checkpoint_dir=checkpoints,
         checkpoint_every=config.checkpoint_every, ch=config.ch, num_layers=config.num_layers,
         learning_starts=learning_starts, batch_size=config.batch_size, buffer_size=buffer_size,
         lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd,
-        max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale)
+        max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale,
+        keep_replay=config.steps < FULL_STEPS)
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),
@@ -111,7 +171,8 @@ def run(config: SACConfig) -> dict[str, Any]:
         "train_episodes": len(result.train_returns),
         "last_train_return": result.train_returns[-1] if result.train_returns else math.nan,
         "train_seconds": result.seconds, "seconds_per_update": result.seconds / max(updates, 1),
-        "resumed_from": result.resumed_from, "tau": result.model.tau,
+        "resumed_from": result.resumed_from, "continued_from": source.name if source is not None else None,
+        "tau": result.model.tau,
     }
 
 

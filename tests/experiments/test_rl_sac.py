@@ -75,11 +75,15 @@ def test_runs_of_two_bilinear_scales_are_separate_rows_and_curves():
     rows = [{"config": {**old, "bilinear_scale": 0.03}, "n": 1, "mean": {}, "by_seed": {0: curve}},
             {"config": old, "n": 1, "mean": {}, "by_seed": {0: curve}},
             {"config": {**old, "model": "mlp", "bilinear_scale": 0.03}, "n": 1, "mean": {}, "by_seed": {0: curve}}]
+    rows.append({"config": {**old, "model": "relu-mlp", "bilinear_scale": 0.03}, "n": 1, "mean": {},
+                 "by_seed": {0: curve}})
     lines = summarize(rows).splitlines()[2:]
-    assert [line.split(" | ")[2:4] for line in lines] == [["mlp", "-"], ["rpp", "0.03"], ["rpp", "0.1"]]
+    assert [line.split(" | ")[2:4] for line in lines] == [["mlp", "-"], ["relu-mlp", "-"], ["rpp", "0.03"],
+                                                          ["rpp", "0.1"]]
     runs = [{"config": r["config"], "seed": 0, "metrics": curve} for r in rows]
-    assert sorted(curve_groups(runs)["Hopper"]) == [("mlp", 10), ("rpp, bilinear 0.03", 10),
+    assert sorted(curve_groups(runs)["Hopper"]) == [("mlp", 10), ("relu-mlp", 10), ("rpp, bilinear 0.03", 10),
                                                     ("rpp, bilinear 0.1", 10)]
+    assert get_experiment("rl-sac").sweep["model"] == ("relu-mlp", "rpp")  # the thesis's baseline against the RPP
     from symkit.rl.sac import RL_BILINEAR_SCALE  # the experiment's default is the library's RL constant
 
     assert get_experiment("rl-sac").make_config().bilinear_scale == RL_BILINEAR_SCALE == 0.03

@@ -338,3 +338,17 @@ def test_the_bilinear_output_scale_is_a_setting_of_the_layer_and_of_the_models()
     for bad in ("0.1", True, None):
         with pytest.raises(TypeError, match="scale: expected a number"):
             BiLinear(rep, scale=bad)
+
+
+def test_the_mlp_takes_swish_or_relu_and_refuses_another_activation():
+    from symkit.nn import MLP
+
+    x = torch.linspace(-2, 2, 12, dtype=torch.float64).reshape(2, 6)
+    relu = MLP(6, 3, ch=8, num_layers=2, activation="relu", dtype=torch.float64)
+    swish = MLP(6, 3, ch=8, num_layers=2, dtype=torch.float64)
+    swish.load_state_dict(relu.state_dict())  # the same parameters: only the nonlinearity differs
+    h = relu.net[1](relu.net[0](x))
+    assert torch.equal(h, torch.relu(relu.net[0](x))) and (h == 0).any()
+    assert not torch.allclose(relu(x), swish(x))
+    with pytest.raises(ValueError, match="activation must be one of 'swish', 'relu', got 'tanh'"):
+        MLP(6, 3, activation="tanh")

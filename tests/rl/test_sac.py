@@ -99,6 +99,26 @@ def test_the_networks_have_the_rl_codes_bilinear_scale_and_keep_it_when_loaded(t
     assert scales(SAC.load(tmp_path / "sac.zip", env=Monitor(p.make_env()))) == {0.1}
 
 
+def test_the_thesis_baseline_is_a_relu_mlp_and_symkits_swish_mlp_stays_available(tmp_path):
+    """``relu-mlp`` is the reference code's standard SAC network (ReLU); ``mlp`` symkit's swish MLP (what runs stored
+    before ``relu-mlp`` existed used); both have the same widths and no symmetry, and a saved one loads as built."""
+    from stable_baselines3 import SAC
+
+    def activations(model):
+        return {type(m).__name__ for net in (model.policy.actor, model.policy.critic) for m in net.modules()
+                if isinstance(m, (torch.nn.ReLU, torch.nn.SiLU))}
+
+    p, relu = _sac("Hopper", "relu-mlp")
+    _, swish = _sac("Hopper", "mlp")
+    assert activations(relu) == {"ReLU"} and activations(swish) == {"SiLU"}
+    assert [q.shape for q in relu.policy.parameters()] == [q.shape for q in swish.policy.parameters()]
+    assert relu.tau == 0.005 and relu.policy.actor.optimizer.param_groups[0]["betas"] == (0.9, 0.999)
+    relu.save(tmp_path / "sac.zip")
+    assert activations(SAC.load(tmp_path / "sac.zip", env=Monitor(p.make_env()))) == {"ReLU"}
+    with pytest.raises(ValueError, match="kind must be one of"):
+        _sac("Hopper", "tanh-mlp")
+
+
 def test_the_target_critics_follow_their_polyak_updates():
     """stable-baselines3 averages the target critics (in eval mode for good) through ``p.data``, which bumps no
     version counter: their EMLP layers must not serve a cached weight, or the targets would stay at their start."""

@@ -1,13 +1,15 @@
 """Soft Actor-Critic with RPP-EMLP policies and Q-functions on MuJoCo locomotion (thesis Sec. 3.6.1, Figure 3.4).
 
-One run trains SAC (stable-baselines3, :mod:`symkit.rl.sac`) with ``model`` networks (``rpp``, ``mlp`` or ``emlp``)
-in actor and critics on one environment for ``steps`` environment steps, evaluating the deterministic policy every
-``eval_every`` steps, and reports the learning curve (``curve_steps``, ``curve_returns``), the final and best
-evaluation returns and ``mean_return``, the mean over the curve (its area divided by its length: equal steps, so a
-measure of data efficiency). The critic target speed is Table A.9's (``tau=0``); Adam betas (0.5, 0.999) for the
-RPP; gradients clipped to a global norm of ``max_grad_norm`` (0.5, the reference code's) for every model; the
-EMLP's and RPP-EMLP's bilinear layers scaled by ``bilinear_scale`` (0.03, the RL code's; runs stored before the
-setting existed had emlp's 0.1, and the report reads them so).
+One run trains SAC (stable-baselines3, :mod:`symkit.rl.sac`) with ``model`` networks (``rpp``, ``emlp``,
+``relu-mlp``, the thesis's baseline: the reference code's standard SAC networks, or ``mlp``, symkit's swish MLP,
+which the runs stored before ``relu-mlp`` existed used) in actor and critics on one environment for ``steps``
+environment steps, evaluating the deterministic policy every ``eval_every`` steps, and reports the learning curve
+(``curve_steps``, ``curve_returns``), the final and best evaluation returns and ``mean_return``, the mean over the
+curve (its area divided by its length: equal steps, so a measure of data efficiency). The critic target speed is
+Table A.9's (``tau=0``); Adam betas (0.5, 0.999) for the RPP; gradients clipped to a global norm of
+``max_grad_norm`` (0.5, the reference code's) for every model; the EMLP's and RPP-EMLP's bilinear layers scaled by
+``bilinear_scale`` (0.03, the RL code's; runs stored before the setting existed had emlp's 0.1, and the report reads
+them so).
 
 Runs checkpoint themselves every ``checkpoint_every`` steps to ``$SYMKIT_CHECKPOINTS/rl-sac/<run>`` (default
 ``runs/checkpoints``) and resume from there when started again with the same config; a finished run keeps its
@@ -50,7 +52,9 @@ from symkit.rl.presets import PRESETS, preset
 
 __all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "figures", "FULL_STEPS"]
 
-MODELS = ("mlp", "emlp", "rpp")
+MODELS = ("relu-mlp", "mlp", "emlp", "rpp")
+#: the models without bilinear layers
+MLP_MODELS = ("relu-mlp", "mlp")
 #: the thesis's run length; a finished run this long or longer drops its replay buffer (a run shorter keeps it, so
 #: a longer budget can continue it: 200 MB for Hopper's 10^6 transitions, stored whole however many are filled)
 FULL_STEPS = 1_000_000
@@ -61,7 +65,7 @@ BUDGET_FIELDS = ("steps", "checkpoint_every")
 @dataclass
 class SACConfig:
     env: str = "Hopper"  # a preset name: Walker2d, Hopper, HalfCheetah, Swimmer, Ant, Humanoid
-    model: str = "rpp"  # "rpp", "mlp" or "emlp" (actor and critics alike)
+    model: str = "rpp"  # actor and critics: "rpp", "emlp", "relu-mlp" (the thesis's baseline) or "mlp" (swish)
     steps: Count = 1_000_000
     learning_starts: Count = 10_000
     batch_size: Count = 256
@@ -192,7 +196,7 @@ LEGACY_BILINEAR_SCALE = 0.1
 
 def _bilinear_scale(config: Mapping[str, Any]) -> str:
     """A stored run's bilinear output scale as the report shows it: ``-`` for the MLP (it has no bilinear layers)."""
-    if config.get("model") == "mlp":
+    if config.get("model") in MLP_MODELS:
         return "-"
     return f"{config.get('bilinear_scale', LEGACY_BILINEAR_SCALE):g}"
 
@@ -231,7 +235,7 @@ def curve_groups(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[tuple[str,
         m = r["metrics"]
         if "curve_steps" in m:
             env, model = str(r["config"].get("env")), str(r["config"].get("model"))
-            if model != "mlp":
+            if model not in MLP_MODELS:
                 model += f", bilinear {_bilinear_scale(r['config'])}"
             key = (model, int(r["config"].get("steps") or m["curve_steps"][-1]))
             curves.setdefault(env, {}).setdefault(key, []).append((m["curve_steps"], m["curve_returns"]))
@@ -293,8 +297,8 @@ EXPERIMENT = register(
         validate=_validate,
         quick={"steps": 600, "learning_starts": 300, "batch_size": 64, "buffer_size": 10_000, "ch": 64,
                "eval_every": 300, "eval_episodes": 2, "checkpoint_every": 300},
-        sweep={"env": tuple(PRESETS), "model": ("mlp", "rpp"), "seed": (0, 1, 2, 3)},
-        quick_sweep={"env": ("Hopper",), "model": ("mlp", "rpp"), "seed": (0,)},
+        sweep={"env": tuple(PRESETS), "model": ("relu-mlp", "rpp"), "seed": (0, 1, 2, 3)},
+        quick_sweep={"env": ("Hopper",), "model": ("relu-mlp", "rpp"), "seed": (0,)},
         summarize=summarize,
         figures=figures,
         plots=(Plot(x="env", y="mean_return", hue="model", kind="bar",

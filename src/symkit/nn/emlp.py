@@ -470,17 +470,25 @@ class EMLP(Resettable, Equivariant, nn.Module):
         return self.head(self.blocks(x))
 
 
+#: the hidden-layer nonlinearities :class:`MLP` offers
+MLP_ACTIVATIONS = {"swish": nn.SiLU, "relu": nn.ReLU}
+
+
 class MLP(Resettable, nn.Module):
-    """The unconstrained baseline: ``num_layers`` hidden layers of width ``ch`` with swish (Sec. 2.6)."""
+    """The unconstrained baseline: ``num_layers`` hidden layers of width ``ch`` with swish (Sec. 2.6), or with
+    ``activation="relu"`` (the standard SAC networks the thesis's RL baselines use, Sec. 3.6.1)."""
 
     def __init__(self, d_in: int, d_out: int, ch: int = 384, num_layers: int = 3, device: Any = None,
-                 dtype: torch.dtype | None = None) -> None:
+                 dtype: torch.dtype | None = None, activation: str = "swish") -> None:
         super().__init__()
+        if activation not in MLP_ACTIVATIONS:
+            raise ValueError(f"MLP: activation must be one of {', '.join(map(repr, MLP_ACTIVATIONS))}, "
+                             f"got {activation!r}")
         f = factory(device, dtype)
         dims = [d_in] + [ch] * num_layers
         layers: list[nn.Module] = []
         for a, b in zip(dims, dims[1:]):
-            layers += [nn.Linear(a, b, **f), nn.SiLU()]
+            layers += [nn.Linear(a, b, **f), MLP_ACTIVATIONS[activation]()]
         layers.append(nn.Linear(dims[-1], d_out, **f))
         self.net = nn.Sequential(*layers)
 

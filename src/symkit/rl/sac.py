@@ -5,7 +5,9 @@ target networks): a maintained, tested implementation that takes custom networks
 swaps its networks for symkit's: the actor maps the state rep to the action rep (mean) plus the rep of the action
 magnitudes (log standard deviation, :attr:`~symkit.rl.presets.LocomotionPreset.action_scale_rep`), each critic maps
 ``state rep + action rep`` to a scalar (Table A.10). ``kind`` picks the network family for both: ``"rpp"`` (the
-thesis's RPP-EMLP), ``"emlp"`` (exactly equivariant) or ``"mlp"`` (the baseline, swish, same widths). The
+thesis's RPP-EMLP), ``"emlp"`` (exactly equivariant), ``"relu-mlp"`` (the thesis's baseline: the standard SAC
+networks of the reference code, ReLU MLPs of the same widths) or ``"mlp"`` (symkit's swish MLP, the EMLP chapters'
+baseline, which symkit's rl-sac runs used before ``"relu-mlp"`` existed). The
 observation is put into the rep's layout by :class:`PresetFeatures`, actions in and out of the networks are
 reordered, so the environment sees its own order.
 
@@ -59,10 +61,12 @@ from symkit.rl.presets import LocomotionPreset, preset
 from symkit.rl.transitions import hidden_rep, scale_last_layer
 from symkit.train import fused_options
 
-__all__ = ["KINDS", "BASELINE_TAU", "RL_BILINEAR_SCALE", "PresetFeatures", "SymmetricSACPolicy", "SACResult",
-           "make_sac", "train_sac", "critic_tau", "area_under_curve", "best_so_far", "late_return"]
+__all__ = ["KINDS", "MLP_KINDS", "BASELINE_TAU", "RL_BILINEAR_SCALE", "PresetFeatures", "SymmetricSACPolicy",
+           "SACResult", "make_sac", "train_sac", "critic_tau", "area_under_curve", "best_so_far", "late_return"]
 
-KINDS = ("mlp", "emlp", "rpp")
+KINDS = ("mlp", "relu-mlp", "emlp", "rpp")
+#: the kinds without symmetry: an MLP's hidden activation by kind
+MLP_KINDS = {"mlp": "swish", "relu-mlp": "relu"}
 BASELINE_TAU = 0.005  # Table A.9, every baseline
 RPP_BETAS = (0.5, 0.999)
 #: the bilinear layers' output scale in the RL code's flax EMLP (residual-pathway-priors ``rpp/flax.py``; emlp's
@@ -101,8 +105,8 @@ class PresetFeatures(BaseFeaturesExtractor):
 
 def _network(kind: str, p: LocomotionPreset, rep_in: Any, rep_out: Any, ch: int, num_layers: int,
              bilinear_scale: float) -> nn.Module:
-    if kind == "mlp":
-        return MLP(rep_in.size, rep_out.size, ch=ch, num_layers=num_layers)
+    if kind in MLP_KINDS:
+        return MLP(rep_in.size, rep_out.size, ch=ch, num_layers=num_layers, activation=MLP_KINDS[kind])
     cls = EMLP if kind == "emlp" else RPPEMLP
     return cls(rep_in, rep_out, p.group, ch=hidden_rep(p.group, ch), num_layers=num_layers,
                bilinear_scale=bilinear_scale)
@@ -197,7 +201,7 @@ def _clip_before_step(max_norm: float) -> Any:
 
 class SymmetricSACPolicy(SACPolicy):
     """stable-baselines3's SAC policy with symkit networks for the actor and the critics (module docstring).
-    ``preset_name``: a :data:`~symkit.rl.presets.PRESETS` name; ``kind``: ``"mlp"``, ``"emlp"`` or ``"rpp"``;
+    ``preset_name``: a :data:`~symkit.rl.presets.PRESETS` name; ``kind``: one of :data:`KINDS`;
     ``bilinear_scale``: the EMLP's and RPP-EMLP's bilinear output scale (0.1, symkit's default and what a saved
     policy without the setting was built with; :func:`make_sac` passes the RL code's 0.03)."""
 

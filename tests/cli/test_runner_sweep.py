@@ -146,3 +146,47 @@ def test_a_run_that_kills_its_worker_is_recorded_and_the_pool_sweep_goes_on(toy,
     ok = store.runs(toy.name, status="ok")
     assert sorted((r.config["n"], r.seed) for r in ok) == [(10, 0), (10, 2), (100, 0), (100, 2)]
     assert len(executions(toy_log)) <= 6 + 2 * 2  # only the suspects of a crash ran twice
+
+
+def test_a_field_added_later_keeps_the_stored_runs_as_they_were(tmp_path, monkeypatch):
+    """Runs stored before a config gained ``width`` are found again (not rerun) by a sweep at ``width``'s legacy
+    value, and a run at another value is a new run; a stored config without the field runs with the legacy value."""
+    from dataclasses import dataclass
+
+    from symkit.experiments import registry
+    from symkit.runner.sweep import _from_json
+
+    seen = []
+
+    @dataclass
+    class Before:
+        lr: float = 0.1
+        seed: int = 0
+
+    @dataclass
+    class After:
+        lr: float = 0.1
+        width: int = 64  # the new default; runs stored before the field had 32
+        seed: int = 0
+
+    def run(config):
+        seen.append(getattr(config, "width", None))
+        return {"lr": config.lr}
+
+    store = Store(tmp_path / "s.db")
+    old = registry.Experiment("cli-test-legacy", "a field added later", "nothing", Before, run=run)
+    monkeypatch.setitem(registry._REGISTRY, old.name, old)
+    assert run_sweep(old, plan(old, seeds=[0, 1]), store).ran == 2
+    new = registry.Experiment("cli-test-legacy", "a field added later", "nothing", After, run=run,
+                              legacy={"width": 32})
+    monkeypatch.setitem(registry._REGISTRY, new.name, new)
+    again = run_sweep(new, plan(new, seeds=[0, 1], settings={"width": [32]}), store)
+    assert (again.ran, again.already_ok) == (0, 2)
+    wider = run_sweep(new, plan(new, seeds=[0], settings={"width": [64]}), store)
+    assert wider.ran == 1 and seen[-1] == 64
+    assert sorted(len(r.config) for r in store.runs(new.name)) == [2, 2, 3]  # lr, seed (and width when not 32)
+    assert _from_json(new, {"lr": 0.1, "seed": 0}).width == 32
+    assert new.identity({"lr": 0.1, "width": 32, "seed": 3}) == {"lr": 0.1, "seed": 3}
+    assert new.complete({"lr": 0.1, "seed": 3}) == {"lr": 0.1, "width": 32, "seed": 3}
+    with pytest.raises(TypeError, match="'depth' is not a field of After"):
+        registry.Experiment("cli-test-legacy", "bad", "nothing", After, run=run, legacy={"depth": 2})

@@ -2,6 +2,7 @@
 channels; about 10 s for the RPP. It checks the set-up (curve, Table A.9's speed, checkpoint), not learning."""
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -61,32 +62,62 @@ def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error()
     line = summarize([row]).splitlines()[-1]
     # final 20, 60; late (steps >= 16: the last evaluation) 20, 60; mean over the curve (trapezoids) 25, 25; mean
     # best so far 30, 25
-    assert line == ("| Hopper | 20 | rpp | 0.1 | 2 | 40.0 ± 20.0 | 40.0 ± 20.0 | 25.0 ± 0.0 | 27.5 ± 2.5 "
+    assert line == ("| Hopper | 20 | rpp | bilinear 0.1, uniform hidden, entropy -1|A| | 2 | 40.0 ± 20.0 | 40.0 ± 20.0 "
+                    "| 25.0 ± 0.0 | 27.5 ± 2.5 "
                     "| 0: 20, 1: 60 | 0.100 |")
 
 
-def test_runs_of_two_bilinear_scales_are_separate_rows_and_curves():
-    """A run stored before ``bilinear_scale`` existed had emlp's 0.1: it is not summarised or drawn with runs at the
-    RL code's 0.03; the MLP has no bilinear layers, so its rows show none."""
+def test_runs_of_other_settings_are_separate_rows_and_curves():
+    """A run stored before ``bilinear_scale``, ``hidden`` and ``target_entropy_scale`` existed had emlp's 0.1, uniform
+    hidden reps and an entropy target of -|A|: it is not summarised or drawn with runs of the RL code's settings; the
+    MLPs have neither bilinear layers nor hidden reps, so their rows show only the entropy target."""
     from symkit.experiments.rl_sac import summarize
 
     curve = {"curve_steps": [0, 10], "curve_returns": [0.0, 10.0]}
     old = {"env": "Hopper", "model": "rpp", "steps": 10}
-    rows = [{"config": {**old, "bilinear_scale": 0.03}, "n": 1, "mean": {}, "by_seed": {0: curve}},
-            {"config": old, "n": 1, "mean": {}, "by_seed": {0: curve}},
-            {"config": {**old, "model": "mlp", "bilinear_scale": 0.03}, "n": 1, "mean": {}, "by_seed": {0: curve}}]
-    rows.append({"config": {**old, "model": "relu-mlp", "bilinear_scale": 0.03}, "n": 1, "mean": {},
-                 "by_seed": {0: curve}})
+    new = {"bilinear_scale": 0.03, "hidden": "rl-code", "target_entropy_scale": 0.5}
+    configs = [{**old, **new}, old, {**old, "bilinear_scale": 0.03}, {**old, "model": "mlp"},
+               {**old, **new, "model": "relu-mlp"}]
+    rows = [{"config": c, "n": 1, "mean": {}, "by_seed": {0: curve}} for c in configs]
     lines = summarize(rows).splitlines()[2:]
-    assert [line.split(" | ")[2:4] for line in lines] == [["mlp", "-"], ["relu-mlp", "-"], ["rpp", "0.03"],
-                                                          ["rpp", "0.1"]]
+    assert [line.split(" | ")[2:4] for line in lines] == [
+        ["mlp", "entropy -1|A|"], ["relu-mlp", "entropy -0.5|A|"],
+        ["rpp", "bilinear 0.03, rl-code hidden, entropy -0.5|A|"],
+        ["rpp", "bilinear 0.03, uniform hidden, entropy -1|A|"], ["rpp", "bilinear 0.1, uniform hidden, entropy -1|A|"]]
     runs = [{"config": r["config"], "seed": 0, "metrics": curve} for r in rows]
-    assert sorted(curve_groups(runs)["Hopper"]) == [("mlp", 10), ("relu-mlp", 10), ("rpp, bilinear 0.03", 10),
-                                                    ("rpp, bilinear 0.1", 10)]
-    assert get_experiment("rl-sac").sweep["model"] == ("relu-mlp", "rpp")  # the thesis's baseline against the RPP
-    from symkit.rl.sac import RL_BILINEAR_SCALE  # the experiment's default is the library's RL constant
+    assert sorted(curve_groups(runs)["Hopper"]) == [
+        ("mlp (entropy -1|A|)", 10), ("relu-mlp (entropy -0.5|A|)", 10),
+        ("rpp (bilinear 0.03, rl-code hidden, entropy -0.5|A|)", 10),
+        ("rpp (bilinear 0.03, uniform hidden, entropy -1|A|)", 10),
+        ("rpp (bilinear 0.1, uniform hidden, entropy -1|A|)", 10)]
+    from symkit.rl.sac import RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE  # the experiment's defaults are the library's
 
-    assert get_experiment("rl-sac").make_config().bilinear_scale == RL_BILINEAR_SCALE == 0.03
+    config = get_experiment("rl-sac").make_config()
+    assert (config.bilinear_scale, config.target_entropy_scale, config.hidden) == (
+        RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, "rl-code") == (0.03, 0.5, "rl-code")
+
+
+def test_runs_stored_before_the_new_settings_keep_their_identity_and_checkpoints(tmp_path, monkeypatch):
+    """A sweep at the legacy values (bilinear 0.1, uniform hidden reps, entropy -|A|) plans the very configs stored
+    before the settings existed, so stored runs are not run again, and their checkpoint folders are found."""
+    from symkit.runner.sweep import plan
+    from symkit.store import config_hash
+
+    monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
+    exp = get_experiment("rl-sac")
+    legacy = {"bilinear_scale": [0.1], "hidden": ["uniform"], "target_entropy_scale": [1.0]}
+    (spec,) = plan(exp, quick=True, seeds=[0], settings={"env": ["Hopper"], "model": ["rpp"], **legacy})
+    stored = {k: v for k, v in dataclasses.asdict(exp.make_config(quick=True, env="Hopper", model="rpp")).items()
+              if k not in legacy}  # a config as stored before the three settings existed
+    assert spec.config == stored and spec.config_hash == config_hash(stored)
+    (new,) = plan(exp, quick=True, seeds=[0], settings={"env": ["Hopper"], "model": ["rpp"]})
+    assert new.config_hash != spec.config_hash and new.config["hidden"] == "rl-code"
+    old_folder = checkpoint_dir(exp.make_config(quick=True, env="Hopper", model="rpp", bilinear_scale=0.1,
+                                                hidden="uniform", target_entropy_scale=1.0))
+    digest = hashlib.sha1(json.dumps(stored, sort_keys=True).encode()).hexdigest()[:10]  # the folder's name then
+    assert old_folder.name == f"Hopper-rpp-seed0-{digest}"
+    with pytest.raises(ValueError, match="hidden must be one of"):
+        exp.check_config(exp.make_config(quick=True, hidden="wide"))
 
 
 def test_runs_of_different_lengths_are_separate_curves(tmp_path):
@@ -98,8 +129,8 @@ def test_runs_of_different_lengths_are_separate_curves(tmp_path):
 
     runs = [run("rpp", 30_000, 0), run("rpp", 30_000, 1), run("rpp", 60_000, 0), run("mlp", 60_000, 0)]
     groups = curve_groups(runs)
-    rpp = "rpp, bilinear 0.1"  # stored without the setting: emlp's scale, which such runs had
-    assert sorted(groups["HalfCheetah"]) == [("mlp", 60_000), (rpp, 30_000), (rpp, 60_000)]
+    rpp = "rpp (bilinear 0.1, uniform hidden, entropy -1|A|)"  # stored without the settings: the legacy ones
+    assert sorted(groups["HalfCheetah"]) == [("mlp (entropy -1|A|)", 60_000), (rpp, 30_000), (rpp, 60_000)]
     assert len(groups["HalfCheetah"][(rpp, 30_000)]) == 2
     assert groups["HalfCheetah"][(rpp, 60_000)][0][0] == [0, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000]
     (path,) = figures(runs, tmp_path)

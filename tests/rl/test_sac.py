@@ -119,6 +119,37 @@ def test_the_thesis_baseline_is_a_relu_mlp_and_symkits_swish_mlp_stays_available
         _sac("Hopper", "tanh-mlp")
 
 
+def test_the_rl_codes_hidden_reps_and_target_entropy(tmp_path):
+    """make_sac takes the RL code's hidden reps (126 T0 + 55 V + 5 V⊗V for Hopper at 256 channels) and target entropy
+    (-|A|/2, where stable-baselines3 would take -|A|); a policy saved without the setting loads as uniform."""
+    from stable_baselines3 import SAC
+
+    from symkit.groups import Z
+    from symkit.reps import Scalar, V
+    from symkit.rl.transitions import hidden_rep, rl_code_hidden_rep
+
+    v = V(Z(2))
+    assert rl_code_hidden_rep(PRESETS["Hopper"], 256) == 126 * Scalar + 55 * v + 5 * (v * v)
+    assert rl_code_hidden_rep(PRESETS["HalfCheetah"], 256).size == 256
+    assert rl_code_hidden_rep(PRESETS["Walker2d"], 256) == hidden_rep(Z(2), 256) == 136 * Scalar + 60 * v
+    p, model = _sac("Hopper", "rpp")
+    assert model.target_entropy == -1.5 and model.policy.symkit_kwargs["hidden"] == "rl-code"
+    from symkit.nn.rpp import RPPGatedNonlinearity
+
+    hidden = {m.rep_in for net in (model.policy.actor, model.policy.critic) for m in net.modules()
+              if isinstance(m, RPPGatedNonlinearity)}
+    assert hidden == {rl_code_hidden_rep(p, 32)} == {16 * Scalar + 6 * v + v * v}  # ch=32
+    _, uniform = _sac("Hopper", "emlp", hidden="uniform", target_entropy_scale=1.0)
+    assert uniform.target_entropy == -3.0
+    uniform.save(tmp_path / "sac.zip")
+    loaded = SAC.load(tmp_path / "sac.zip", env=Monitor(p.make_env()))
+    assert loaded.target_entropy == -3.0 and loaded.policy.symkit_kwargs["hidden"] == "uniform"
+    with pytest.raises(ValueError, match="hidden must be one of"):
+        _sac("Hopper", "rpp", hidden="wide")
+    with pytest.raises(ValueError, match="target_entropy_scale"):
+        _sac("Hopper", "rpp", target_entropy_scale=-1.0)
+
+
 def test_the_target_critics_follow_their_polyak_updates():
     """stable-baselines3 averages the target critics (in eval mode for good) through ``p.data``, which bumps no
     version counter: their EMLP layers must not serve a cached weight, or the targets would stay at their start."""

@@ -22,6 +22,11 @@ Anatomy of an experiment:
 - ``summarize``: optional, extra report text built from the seed-aggregated rows (see :data:`Summarize`).
 - ``figures``: optional, figures that need the individual runs (curves, say) rather than seed means (see
   :data:`Figures`); ``symkit report`` calls it beside the declared ``plots``.
+- ``legacy``: optional, ``{field: value}`` for fields added to the config after runs were stored, with the value
+  those runs had. A run's identity in the results store (:meth:`Experiment.identity`) leaves such a field out while
+  it has that value, so the stored runs stay the same runs (not rerun, grouped with new ones); a stored config
+  without the field reads it as that value (:meth:`Experiment.complete`). A setting that changes what a run
+  computes can so be added without orphaning the results that exist.
 - ranges: each config field declares its own, in its type (``epochs: Count``, ``lr: Positive``, or any
   ``Annotated[float, pydantic.Field(gt=0, le=1)]``; :mod:`symkit.experiments.fields`), checked by pydantic whenever
   a config is made; ``validate(config)``, optional, raises ``ValueError`` for combinations of values that make no
@@ -187,6 +192,7 @@ class Experiment:
     summarize: Summarize | None = None
     figures: Figures | None = None
     validate: Callable[[Any], None] | None = None
+    legacy: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.config):
@@ -194,13 +200,28 @@ class Experiment:
         names = {f.name for f in dataclasses.fields(self.config)}
         if "seed" not in names:
             raise TypeError(f"experiment {self.name!r}: config {self.config.__name__} needs a 'seed' field")
+        if "seed" in self.legacy:
+            raise TypeError(f"experiment {self.name!r}: the seed cannot be a legacy field")
         for key in [*self.quick, *self.sweep, *(self.quick_sweep or {}), *(self.paper_scale or {}),
-                    *(self.paper_sweep or {})]:
+                    *(self.paper_sweep or {}), *self.legacy]:
             if key not in names:
                 raise TypeError(
                     f"experiment {self.name!r}: {key!r} is not a field of {self.config.__name__} "
                     f"(fields: {', '.join(sorted(names))})"
                 )
+
+    def identity(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A config (as a JSON dict) as the results store keys it: without the ``legacy`` fields that have the value
+        the runs stored before them had."""
+        def same(a: Any, b: Any) -> bool:
+            return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+        return {k: v for k, v in values.items() if not (k in self.legacy and same(v, self.legacy[k]))}
+
+    def complete(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A stored config with the ``legacy`` fields it lacks set to their legacy values (the inverse of
+        :meth:`identity`)."""
+        return {**self.legacy, **values}
 
     def field_limits(self) -> dict[str, str]:
         """The range each config field declares (``Annotated`` metadata, see :mod:`symkit.experiments.fields`), as

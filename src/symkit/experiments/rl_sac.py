@@ -8,8 +8,10 @@ environment steps, evaluating the deterministic policy every ``eval_every`` step
 curve (its area divided by its length: equal steps, so a measure of data efficiency). The critic target speed is
 Table A.9's (``tau=0``); Adam betas (0.5, 0.999) for the RPP; gradients clipped to a global norm of
 ``max_grad_norm`` (0.5, the reference code's) for every model; the EMLP's and RPP-EMLP's bilinear layers scaled by
-``bilinear_scale`` (0.03, the RL code's; runs stored before the setting existed had emlp's 0.1, and the report reads
-them so).
+``bilinear_scale`` (0.03, the RL code's), hidden reps ``hidden`` (``"rl-code"``: the RL code's per environment) and a
+target entropy of ``-target_entropy_scale x |A|`` (0.5, the RL code's). Runs stored before these settings existed had
+emlp's 0.1, uniform hidden reps and stable-baselines3's ``-|A|`` (:data:`LEGACY`): they keep their identity in the
+results store and their checkpoint folders, and the report reads them so.
 
 Runs checkpoint themselves every ``checkpoint_every`` steps to ``$SYMKIT_CHECKPOINTS/rl-sac/<run>`` (default
 ``runs/checkpoints``) and resume from there when started again with the same config; a finished run keeps its
@@ -60,6 +62,11 @@ MLP_MODELS = ("relu-mlp", "mlp")
 FULL_STEPS = 1_000_000
 #: the settings a longer run may differ in from the shorter run it continues (neither changes what is trained)
 BUDGET_FIELDS = ("steps", "checkpoint_every")
+#: the hidden reps of the equivariant networks (:data:`symkit.rl.sac.HIDDEN`; not imported: the RL stack is optional)
+HIDDEN = ("rl-code", "uniform")
+#: settings added after runs were stored, with the value those runs had (:attr:`Experiment.legacy`): emlp's bilinear
+#: scale, symkit's uniform hidden reps, stable-baselines3's target entropy ``-|A|``
+LEGACY = {"bilinear_scale": 0.1, "hidden": "uniform", "target_entropy_scale": 1.0}
 
 
 @dataclass
@@ -78,6 +85,8 @@ class SACConfig:
     basic_wd: NonNegative = 1e-6
     max_grad_norm: NonNegative = 0.5  # the reference code's gradient clipping (global norm per update); 0: off
     bilinear_scale: NonNegative = 0.03  # the RL code's bilinear output scale (emlp's: 0.1); no effect on the MLP
+    hidden: str = "rl-code"  # the equivariant networks' hidden reps: "rl-code" (per environment) or "uniform"
+    target_entropy_scale: NonNegative = 0.5  # target entropy -scale x |A| (the RL code's 0.5; stable-baselines3's 1)
     eval_every: Count = 10_000
     eval_episodes: Count = 10
     checkpoint_every: Count = 50_000
@@ -88,6 +97,8 @@ def _validate(config: SACConfig) -> None:
     preset(config.env)
     if config.model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, got {config.model!r}")
+    if config.hidden not in HIDDEN:
+        raise ValueError(f"hidden must be one of {HIDDEN}, got {config.hidden!r}")
     if config.learning_starts >= config.steps:
         raise ValueError(f"learning_starts ({config.learning_starts}) must be below steps ({config.steps})")
 
@@ -96,7 +107,8 @@ def checkpoint_dir(config: SACConfig) -> Path:
     """Where a run keeps its checkpoints: ``$SYMKIT_CHECKPOINTS`` (default ``runs/checkpoints``) ``/rl-sac/``, then
     the environment, model, seed and a hash of the whole config."""
     root = Path(os.environ.get("SYMKIT_CHECKPOINTS", "runs/checkpoints"))
-    digest = hashlib.sha1(json.dumps(dataclasses.asdict(config), sort_keys=True).encode()).hexdigest()[:10]
+    values = EXPERIMENT.identity(dataclasses.asdict(config))  # legacy settings at their old values: the old folder
+    digest = hashlib.sha1(json.dumps(values, sort_keys=True).encode()).hexdigest()[:10]
     return root / "rl-sac" / f"{config.env}-{config.model}-seed{config.seed}-{digest}"
 
 
@@ -165,8 +177,8 @@ def run(config: SACConfig) -> dict[str, Any]:
         checkpoint_every=config.checkpoint_every, ch=config.ch, num_layers=config.num_layers,
         learning_starts=learning_starts, batch_size=config.batch_size, buffer_size=buffer_size,
         lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd,
-        max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale,
-        keep_replay=config.steps < FULL_STEPS)
+        max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale, hidden=config.hidden,
+        target_entropy_scale=config.target_entropy_scale, keep_replay=config.steps < FULL_STEPS)
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),
@@ -190,15 +202,13 @@ def _curve_means(metrics: Mapping[str, Any]) -> tuple[float, float, float, float
     return result.returns[-1], late_return(result), area_under_curve(result), area_under_curve(result, best=True)
 
 
-#: the bilinear scale of runs stored before ``bilinear_scale`` was a setting (symkit's default then)
-LEGACY_BILINEAR_SCALE = 0.1
-
-
-def _bilinear_scale(config: Mapping[str, Any]) -> str:
-    """A stored run's bilinear output scale as the report shows it: ``-`` for the MLP (it has no bilinear layers)."""
-    if config.get("model") in MLP_MODELS:
-        return "-"
-    return f"{config.get('bilinear_scale', LEGACY_BILINEAR_SCALE):g}"
+def _settings(config: Mapping[str, Any]) -> str:
+    """A stored run's SAC settings as the report shows them (a setting it lacks has its :data:`LEGACY` value): the
+    bilinear scale and hidden reps of the equivariant networks (the MLPs have neither) and the target entropy."""
+    value = {k: config.get(k, v) for k, v in LEGACY.items()}
+    parts = [] if config.get("model") in MLP_MODELS else [f"bilinear {value['bilinear_scale']:g}",
+                                                          f"{value['hidden']} hidden"]
+    return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g}|A|"])
 
 
 def _mean_se(values: Sequence[float]) -> str:
@@ -213,30 +223,30 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     (mean of the evaluations in the last fifth of the steps), the mean return over the curve, and the mean of Figure
     3.4's curve (the best return reached up to each evaluation), and each seed's final return (seed: return, so a
     mean carried by one seed shows)."""
-    lines = ["| env | steps | model | bilinear scale | seeds | final return | late return (last fifth) "
+    lines = ["| env | steps | model | settings | seeds | final return | late return (last fifth) "
              "| mean return over the curve | mean best so far (Fig. 3.4) | final return per seed | s per update |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), r["config"].get("steps") or 0,
-                                         str(r["config"].get("model")), _bilinear_scale(r["config"]))):
+                                         str(r["config"].get("model")), _settings(r["config"]))):
         seeds = sorted((seed, _curve_means(m)) for seed, m in r.get("by_seed", {}).items() if "curve_returns" in m)
         columns = [_mean_se([c[i] for _, c in seeds]) for i in range(4)]
         per_seed = ", ".join(f"{seed}: {c[0]:.0f}" for seed, c in seeds)
         lines.append(f"| {r['config'].get('env')} | {r['config'].get('steps', '')} | {r['config'].get('model')} | "
-                     f"{_bilinear_scale(r['config'])} | {r['n']} | " + " | ".join(columns)
+                     f"{_settings(r['config'])} | {r['n']} | " + " | ".join(columns)
                      + f" | {per_seed} | {r['mean'].get('seconds_per_update', math.nan):.3f} |")
     return "\n".join(lines)
 
 
 def curve_groups(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[tuple[str, int], list[tuple[list, list]]]]:
     """The runs' learning curves ``(steps, returns)`` by environment, then by ``(model, run length in steps)``; the
-    model reads ``"rpp, bilinear 0.03"`` for the equivariant networks (runs of two bilinear scales are two curves)."""
+    model reads ``"rpp (bilinear 0.03, rl-code hidden, entropy -0.5|A|)"``, its settings (:func:`_settings`), so runs
+    of other settings are other curves."""
     curves: dict[str, dict[tuple[str, int], list[tuple[list, list]]]] = {}
     for r in runs:
         m = r["metrics"]
         if "curve_steps" in m:
             env, model = str(r["config"].get("env")), str(r["config"].get("model"))
-            if model not in MLP_MODELS:
-                model += f", bilinear {_bilinear_scale(r['config'])}"
+            model += f" ({_settings(r['config'])})"
             key = (model, int(r["config"].get("steps") or m["curve_steps"][-1]))
             curves.setdefault(env, {}).setdefault(key, []).append((m["curve_steps"], m["curve_returns"]))
     return curves
@@ -297,6 +307,7 @@ EXPERIMENT = register(
         validate=_validate,
         quick={"steps": 600, "learning_starts": 300, "batch_size": 64, "buffer_size": 10_000, "ch": 64,
                "eval_every": 300, "eval_episodes": 2, "checkpoint_every": 300},
+        legacy=LEGACY,
         sweep={"env": tuple(PRESETS), "model": ("relu-mlp", "rpp"), "seed": (0, 1, 2, 3)},
         quick_sweep={"env": ("Hopper",), "model": ("relu-mlp", "rpp"), "seed": (0,)},
         summarize=summarize,

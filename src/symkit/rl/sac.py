@@ -15,8 +15,10 @@ What follows the thesis: RPP in both policy and Q-function (A.2.2: an RPP policy
 critic's non-equivariant parts), the last policy layer initialised 100x smaller for every model (Andrychowicz et al.
 2020), Adam betas (0.5, 0.999) for the RPP's optimisers, the critic target speeds of Table A.9 (``tau``; 0.005 for
 the baseline and where the table has none), the RL code's bilinear output scale (0.03, where emlp's layers have
-0.1: :data:`RL_BILINEAR_SCALE`), the reference code's SAC settings (learning rate 3e-4, two hidden
-layers of 256, discount 0.99, initial temperature 1, batch 256, updates from step 10^4). The RPP prior is a weight
+0.1: :data:`RL_BILINEAR_SCALE`) and hidden reps (``126 T0 + 55 V + 5 V⊗V`` for Hopper and HalfCheetah,
+:func:`~symkit.rl.transitions.rl_code_hidden_rep`), the reference code's SAC settings (learning rate 3e-4, two hidden
+layers of 256, discount 0.99, initial temperature 1, target entropy ``-|A|/2``: :data:`RL_TARGET_ENTROPY_SCALE`,
+where stable-baselines3 would take ``-|A|``, batch 256, updates from step 10^4). The RPP prior is a weight
 decay per path (``equivariant_wd``, ``basic_wd``: the loss gains ``wd |w|^2``, the reference code's flags, whose
 ``basic_wd`` defaults to 1e-6), and the reference code's gradient clipping (global norm 0.5 per network update,
 ``max_grad_norm``; stable-baselines3's SAC has none, so a step pre-hook on the actor's and the critics' optimisers
@@ -58,11 +60,12 @@ from symkit.nn.rpp import RPPGatedNonlinearity, RPPLinear
 from symkit.progress import progress_bar
 from symkit.reps import Scalar
 from symkit.rl.presets import LocomotionPreset, preset
-from symkit.rl.transitions import hidden_rep, scale_last_layer
+from symkit.rl.transitions import hidden_rep, rl_code_hidden_rep, scale_last_layer
 from symkit.train import fused_options
 
-__all__ = ["KINDS", "MLP_KINDS", "BASELINE_TAU", "RL_BILINEAR_SCALE", "PresetFeatures", "SymmetricSACPolicy",
-           "SACResult", "make_sac", "train_sac", "critic_tau", "area_under_curve", "best_so_far", "late_return"]
+__all__ = ["KINDS", "MLP_KINDS", "HIDDEN", "BASELINE_TAU", "RL_BILINEAR_SCALE", "RL_TARGET_ENTROPY_SCALE",
+           "PresetFeatures", "SymmetricSACPolicy", "SACResult", "make_sac", "train_sac", "critic_tau",
+           "area_under_curve", "best_so_far", "late_return"]
 
 KINDS = ("mlp", "relu-mlp", "emlp", "rpp")
 #: the kinds without symmetry: an MLP's hidden activation by kind
@@ -72,6 +75,10 @@ RPP_BETAS = (0.5, 0.999)
 #: the bilinear layers' output scale in the RL code's flax EMLP (residual-pathway-priors ``rpp/flax.py``; emlp's
 #: objax and pytorch layers use 0.1, symkit's default)
 RL_BILINEAR_SCALE = 0.03
+#: the RL code's (and jax-rl's) target entropy, ``-0.5 x`` the action dimension (stable-baselines3's "auto": ``-1 x``)
+RL_TARGET_ENTROPY_SCALE = 0.5
+#: the hidden reps of the equivariant networks: the RL code's per environment, or 136/256 scalars and copies of V
+HIDDEN = ("rl-code", "uniform")
 
 
 def critic_tau(p: LocomotionPreset, kind: str) -> float:
@@ -104,12 +111,12 @@ class PresetFeatures(BaseFeaturesExtractor):
 
 
 def _network(kind: str, p: LocomotionPreset, rep_in: Any, rep_out: Any, ch: int, num_layers: int,
-             bilinear_scale: float) -> nn.Module:
+             bilinear_scale: float, hidden: str) -> nn.Module:
     if kind in MLP_KINDS:
         return MLP(rep_in.size, rep_out.size, ch=ch, num_layers=num_layers, activation=MLP_KINDS[kind])
     cls = EMLP if kind == "emlp" else RPPEMLP
-    return cls(rep_in, rep_out, p.group, ch=hidden_rep(p.group, ch), num_layers=num_layers,
-               bilinear_scale=bilinear_scale)
+    rep = rl_code_hidden_rep(p, ch) if hidden == "rl-code" else hidden_rep(p.group, ch)
+    return cls(rep_in, rep_out, p.group, ch=rep, num_layers=num_layers, bilinear_scale=bilinear_scale)
 
 
 class _Select(nn.Module):
@@ -140,11 +147,12 @@ class SymmetricActor(Actor):
     """SAC's actor with one network ``state rep -> action rep + action scale rep`` (mean, log std)."""
 
     def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
-                 head_scale: float, **kwargs: Any) -> None:
+                 hidden: str, head_scale: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         p = preset(preset_name)
         da = p.action_size
-        net = _network(kind, p, p.state_rep, p.action_rep + p.action_scale_rep, ch, num_layers, bilinear_scale)
+        net = _network(kind, p, p.state_rep, p.action_rep + p.action_scale_rep, ch, num_layers, bilinear_scale,
+                       hidden)
         self.latent_pi = scale_last_layer(net, head_scale)
         order = list(p.action_order) if p.action_order is not None else list(range(da))
         inverse = list(np.argsort(order))  # rep layout -> environment order
@@ -156,13 +164,13 @@ class SymmetricCritic(ContinuousCritic):
     """SAC's ``n_critics`` Q-functions, each a network ``state rep + action rep -> Scalar``."""
 
     def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
-                 **kwargs: Any) -> None:
+                 hidden: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         p = preset(preset_name)
         order = list(p.action_order) if p.action_order is not None else list(range(p.action_size))
         self.q_networks = []
         for idx in range(self.n_critics):
-            net = _network(kind, p, p.state_rep + p.action_rep, Scalar, ch, num_layers, bilinear_scale)
+            net = _network(kind, p, p.state_rep + p.action_rep, Scalar, ch, num_layers, bilinear_scale, hidden)
             q = _QNet(net, p.state_size, order)
             self.add_module(f"qf{idx}", q)
             self.q_networks.append(q)
@@ -203,17 +211,21 @@ class SymmetricSACPolicy(SACPolicy):
     """stable-baselines3's SAC policy with symkit networks for the actor and the critics (module docstring).
     ``preset_name``: a :data:`~symkit.rl.presets.PRESETS` name; ``kind``: one of :data:`KINDS`;
     ``bilinear_scale``: the EMLP's and RPP-EMLP's bilinear output scale (0.1, symkit's default and what a saved
-    policy without the setting was built with; :func:`make_sac` passes the RL code's 0.03)."""
+    policy without the setting was built with; :func:`make_sac` passes the RL code's 0.03); ``hidden``: their hidden
+    reps, ``"uniform"`` (:func:`~symkit.rl.transitions.hidden_rep`, what a saved policy without the setting was
+    built with) or ``"rl-code"`` (:func:`~symkit.rl.transitions.rl_code_hidden_rep`, :func:`make_sac`'s)."""
 
     def __init__(self, *args: Any, preset_name: str = "Hopper", kind: str = "rpp", ch: int = 256,
                  num_layers: int = 2, head_scale: float = 0.01, equivariant_wd: float = 0.0,
                  basic_wd: float = 1e-6, max_grad_norm: float = 0.5, bilinear_scale: float = 0.1,
-                 **kwargs: Any) -> None:
+                 hidden: str = "uniform", **kwargs: Any) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if hidden not in HIDDEN:
+            raise ValueError(f"hidden must be one of {HIDDEN}, got {hidden!r}")
         self.max_grad_norm = check_number("SymmetricSACPolicy: max_grad_norm (0: no clipping)", max_grad_norm)
         self.symkit_kwargs = {"preset_name": preset(preset_name).name, "kind": kind, "ch": ch,
-                              "num_layers": num_layers, "bilinear_scale": bilinear_scale}
+                              "num_layers": num_layers, "bilinear_scale": bilinear_scale, "hidden": hidden}
         self.head_scale, self.equivariant_wd, self.basic_wd = head_scale, equivariant_wd, basic_wd
         kwargs.setdefault("features_extractor_class", PresetFeatures)
         kwargs.setdefault("features_extractor_kwargs", {"preset_name": self.symkit_kwargs["preset_name"]})
@@ -252,17 +264,22 @@ class SymmetricSACPolicy(SACPolicy):
 def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int = 256, num_layers: int = 2,
              learning_starts: int = 10_000, batch_size: int = 256, buffer_size: int = 1_000_000, lr: float = 3e-4,
              tau: float | None = None, equivariant_wd: float = 0.0, basic_wd: float = 1e-6,
-             max_grad_norm: float = 0.5, bilinear_scale: float = RL_BILINEAR_SCALE) -> SAC:
+             max_grad_norm: float = 0.5, bilinear_scale: float = RL_BILINEAR_SCALE, hidden: str = "rl-code",
+             target_entropy_scale: float = RL_TARGET_ENTROPY_SCALE) -> SAC:
     """An SB3 ``SAC`` with :class:`SymmetricSACPolicy` and the thesis's settings (module docstring); ``tau=None``
-    takes Table A.9's (:func:`critic_tau`)."""
+    takes Table A.9's (:func:`critic_tau`); the target entropy is ``-target_entropy_scale x`` the action
+    dimension."""
+    scale = check_number("make_sac: target_entropy_scale", target_entropy_scale)
     policy_kwargs: dict[str, Any] = {"preset_name": p.name, "kind": kind, "ch": ch, "num_layers": num_layers,
                                      "equivariant_wd": equivariant_wd, "basic_wd": basic_wd,
-                                     "max_grad_norm": max_grad_norm, "bilinear_scale": bilinear_scale}
+                                     "max_grad_norm": max_grad_norm, "bilinear_scale": bilinear_scale,
+                                     "hidden": hidden}
     if kind == "rpp":
         policy_kwargs["optimizer_kwargs"] = {"betas": RPP_BETAS}
     return SAC(SymmetricSACPolicy, env, learning_rate=lr, buffer_size=buffer_size, learning_starts=learning_starts,
                batch_size=batch_size, tau=critic_tau(p, kind) if tau is None else tau, gamma=0.99,
-               ent_coef="auto_1.0", policy_kwargs=policy_kwargs, seed=seed, device=runtime.device(), verbose=0)
+               ent_coef="auto_1.0", target_entropy=-scale * p.action_size, policy_kwargs=policy_kwargs, seed=seed,
+               device=runtime.device(), verbose=0)
 
 
 @dataclass

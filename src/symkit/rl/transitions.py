@@ -48,6 +48,7 @@ from symkit.train import Trainer
 from symkit.train.trainer import TrainResult
 
 __all__ = ["MODELS", "Rollouts", "TransitionModel", "collect_rollouts", "sample_chunks", "hidden_rep",
+           "rl_code_hidden_rep",
            "build_transition_net", "scale_last_layer", "model_rollout", "train_transition_model",
            "evaluate_transition_model", "group_elements", "cached_rollouts"]
 
@@ -123,6 +124,24 @@ def hidden_rep(group: Group, ch: int) -> Rep:
         base = functools.reduce(operator.mul, [V(f) for f in group.factors])
     scalars = round(ch * 136 / 256)
     return scalars * Scalar + max(1, (ch - scalars) // base.size) * base
+
+
+#: the presets whose hidden layers in the RL code (its ``middle_rep``) hold ``126 T0 + 55 V + 5 V⊗V`` at 256 channels
+#: (Hopper and HalfCheetah; Walker2d's and Ant's are :func:`hidden_rep`'s, and symkit's Swimmer and Humanoid groups
+#: are not the RL code's ``Z2``)
+RL_CODE_TENSOR_HIDDEN = ("Hopper", "HalfCheetah")
+
+
+def rl_code_hidden_rep(p: LocomotionPreset, ch: int) -> Rep:
+    """The SAC networks' hidden rep in the RL code at ``ch`` channels: for :data:`RL_CODE_TENSOR_HIDDEN`,
+    ``round(ch * 126 / 256)`` scalars, ``round(ch * 5 / 256)`` (at least one) copies of ``V ⊗ V`` and copies of
+    ``V`` for the rest (``126 T0 + 55 V + 5 V⊗V`` at 256); :func:`hidden_rep` for the other presets."""
+    if p.name not in RL_CODE_TENSOR_HIDDEN:
+        return hidden_rep(p.group, ch)
+    base = V(p.group)
+    scalars, tensors = round(ch * 126 / 256), max(1, round(ch * 5 / 256))
+    vectors = max(1, (ch - scalars - tensors * base.size ** 2) // base.size)
+    return scalars * Scalar + vectors * base + tensors * (base * base)
 
 
 @torch.no_grad()

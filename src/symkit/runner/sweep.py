@@ -180,8 +180,9 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def _from_json(experiment: Experiment, values: Mapping[str, Any]) -> Any:
-    """Rebuild a config instance from its stored JSON dict."""
-    return config_from_json(experiment.config, values)
+    """Rebuild a config instance from its stored JSON dict (fields it lacks that the experiment lists as ``legacy``
+    take their legacy values)."""
+    return config_from_json(experiment.config, experiment.complete(values))
 
 
 def plan(
@@ -239,7 +240,7 @@ def plan(
             config = experiment.config_at(scale, **point)
         except (TypeError, ValueError) as exc:
             raise SweepError(f"experiment {experiment.name!r} rejected the settings {point}: {exc}") from None
-        values = to_jsonable(dataclasses.asdict(config))
+        values = experiment.identity(to_jsonable(dataclasses.asdict(config)))
         spec = RunSpec(experiment.name, module, values, (run_settings or runtime.RunSettings()).to_dict())
         specs.setdefault((spec.config_hash, spec.seed), spec)
     return list(specs.values())

@@ -62,39 +62,36 @@ def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error()
     line = summarize([row]).splitlines()[-1]
     # final 20, 60; late (steps >= 16: the last evaluation) 20, 60; mean over the curve (trapezoids) 25, 25; mean
     # best so far 30, 25
-    assert line == ("| Hopper | 20 | rpp | bilinear 0.1, uniform hidden, entropy -1|A| | 2 | 40.0 ± 20.0 | 40.0 ± 20.0 "
+    assert line == ("| Hopper | 20 | rpp | bilinear 0.1, uniform hidden, entropy -1|A|, exp std | 2 | 40.0 ± 20.0 "
+                    "| 40.0 ± 20.0 "
                     "| 25.0 ± 0.0 | 27.5 ± 2.5 "
                     "| 0: 20, 1: 60 | 0.100 |")
 
 
 def test_runs_of_other_settings_are_separate_rows_and_curves():
-    """A run stored before ``bilinear_scale``, ``hidden`` and ``target_entropy_scale`` existed had emlp's 0.1, uniform
-    hidden reps and an entropy target of -|A|: it is not summarised or drawn with runs of the RL code's settings; the
-    MLPs have neither bilinear layers nor hidden reps, so their rows show only the entropy target."""
+    """A run stored before ``bilinear_scale``, ``hidden``, ``target_entropy_scale`` and ``std_param`` existed had
+    emlp's 0.1, uniform hidden reps, an entropy target of -|A| and an exp std: it is not summarised or drawn with runs
+    of the RL code's settings; the MLPs have neither bilinear layers nor hidden reps, so their rows show neither."""
     from symkit.experiments.rl_sac import summarize
 
     curve = {"curve_steps": [0, 10], "curve_returns": [0.0, 10.0]}
     old = {"env": "Hopper", "model": "rpp", "steps": 10}
-    new = {"bilinear_scale": 0.03, "hidden": "rl-code", "target_entropy_scale": 0.5}
+    new = {"bilinear_scale": 0.03, "hidden": "rl-code", "target_entropy_scale": 0.5, "std_param": "softplus"}
     configs = [{**old, **new}, old, {**old, "bilinear_scale": 0.03}, {**old, "model": "mlp"},
                {**old, **new, "model": "relu-mlp"}]
     rows = [{"config": c, "n": 1, "mean": {}, "by_seed": {0: curve}} for c in configs]
     lines = summarize(rows).splitlines()[2:]
-    assert [line.split(" | ")[2:4] for line in lines] == [
-        ["mlp", "entropy -1|A|"], ["relu-mlp", "entropy -0.5|A|"],
-        ["rpp", "bilinear 0.03, rl-code hidden, entropy -0.5|A|"],
-        ["rpp", "bilinear 0.03, uniform hidden, entropy -1|A|"], ["rpp", "bilinear 0.1, uniform hidden, entropy -1|A|"]]
+    legacy, rl_code = "entropy -1|A|, exp std", "entropy -0.5|A|, softplus std"
+    expected = [("mlp", legacy), ("relu-mlp", rl_code), ("rpp", f"bilinear 0.03, rl-code hidden, {rl_code}"),
+                ("rpp", f"bilinear 0.03, uniform hidden, {legacy}"), ("rpp", f"bilinear 0.1, uniform hidden, {legacy}")]
+    assert [tuple(line.split(" | ")[2:4]) for line in lines] == expected
     runs = [{"config": r["config"], "seed": 0, "metrics": curve} for r in rows]
-    assert sorted(curve_groups(runs)["Hopper"]) == [
-        ("mlp (entropy -1|A|)", 10), ("relu-mlp (entropy -0.5|A|)", 10),
-        ("rpp (bilinear 0.03, rl-code hidden, entropy -0.5|A|)", 10),
-        ("rpp (bilinear 0.03, uniform hidden, entropy -1|A|)", 10),
-        ("rpp (bilinear 0.1, uniform hidden, entropy -1|A|)", 10)]
+    assert sorted(curve_groups(runs)["Hopper"]) == [(f"{model} ({settings})", 10) for model, settings in expected]
     from symkit.rl.sac import RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE  # the experiment's defaults are the library's
 
     config = get_experiment("rl-sac").make_config()
-    assert (config.bilinear_scale, config.target_entropy_scale, config.hidden) == (
-        RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, "rl-code") == (0.03, 0.5, "rl-code")
+    assert (config.bilinear_scale, config.target_entropy_scale, config.hidden, config.std_param) == (
+        RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, "rl-code", "softplus") == (0.03, 0.5, "rl-code", "softplus")
 
 
 def test_runs_stored_before_the_new_settings_keep_their_identity_and_checkpoints(tmp_path, monkeypatch):
@@ -105,7 +102,7 @@ def test_runs_stored_before_the_new_settings_keep_their_identity_and_checkpoints
 
     monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
     exp = get_experiment("rl-sac")
-    legacy = {"bilinear_scale": [0.1], "hidden": ["uniform"], "target_entropy_scale": [1.0]}
+    legacy = {"bilinear_scale": [0.1], "hidden": ["uniform"], "target_entropy_scale": [1.0], "std_param": ["exp"]}
     (spec,) = plan(exp, quick=True, seeds=[0], settings={"env": ["Hopper"], "model": ["rpp"], **legacy})
     stored = {k: v for k, v in dataclasses.asdict(exp.make_config(quick=True, env="Hopper", model="rpp")).items()
               if k not in legacy}  # a config as stored before the three settings existed
@@ -113,11 +110,13 @@ def test_runs_stored_before_the_new_settings_keep_their_identity_and_checkpoints
     (new,) = plan(exp, quick=True, seeds=[0], settings={"env": ["Hopper"], "model": ["rpp"]})
     assert new.config_hash != spec.config_hash and new.config["hidden"] == "rl-code"
     old_folder = checkpoint_dir(exp.make_config(quick=True, env="Hopper", model="rpp", bilinear_scale=0.1,
-                                                hidden="uniform", target_entropy_scale=1.0))
+                                                hidden="uniform", target_entropy_scale=1.0, std_param="exp"))
     digest = hashlib.sha1(json.dumps(stored, sort_keys=True).encode()).hexdigest()[:10]  # the folder's name then
     assert old_folder.name == f"Hopper-rpp-seed0-{digest}"
     with pytest.raises(ValueError, match="hidden must be one of"):
         exp.check_config(exp.make_config(quick=True, hidden="wide"))
+    with pytest.raises(ValueError, match="std_param must be one of"):
+        exp.check_config(exp.make_config(quick=True, std_param="relu"))
 
 
 def test_runs_of_different_lengths_are_separate_curves(tmp_path):
@@ -129,8 +128,8 @@ def test_runs_of_different_lengths_are_separate_curves(tmp_path):
 
     runs = [run("rpp", 30_000, 0), run("rpp", 30_000, 1), run("rpp", 60_000, 0), run("mlp", 60_000, 0)]
     groups = curve_groups(runs)
-    rpp = "rpp (bilinear 0.1, uniform hidden, entropy -1|A|)"  # stored without the settings: the legacy ones
-    assert sorted(groups["HalfCheetah"]) == [("mlp (entropy -1|A|)", 60_000), (rpp, 30_000), (rpp, 60_000)]
+    rpp = "rpp (bilinear 0.1, uniform hidden, entropy -1|A|, exp std)"  # stored without the settings: legacy
+    assert sorted(groups["HalfCheetah"]) == [("mlp (entropy -1|A|, exp std)", 60_000), (rpp, 30_000), (rpp, 60_000)]
     assert len(groups["HalfCheetah"][(rpp, 30_000)]) == 2
     assert groups["HalfCheetah"][(rpp, 60_000)][0][0] == [0, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000]
     (path,) = figures(runs, tmp_path)

@@ -150,6 +150,38 @@ def test_the_rl_codes_hidden_reps_and_target_entropy(tmp_path):
         _sac("Hopper", "rpp", target_entropy_scale=-1.0)
 
 
+def test_the_policys_standard_deviation_is_the_rl_codes_clipped_softplus(tmp_path):
+    """make_sac's actor turns its second head into a standard deviation as the RL code does, ``clip(softplus(h),
+    e^-10, e^2)`` (stable-baselines3 takes ``exp`` of the head clamped to [-20, 2]); the gradient stays finite where
+    softplus underflows, and a policy saved without the setting loads with ``exp``."""
+    import math
+
+    from stable_baselines3 import SAC
+
+    from symkit.rl.sac import _SoftplusLogStd
+
+    h = torch.tensor([-200.0, -3.0, 0.0, 1.5, 50.0], dtype=torch.float64, requires_grad=True)
+    log_std = _SoftplusLogStd()(h)
+    expected = torch.nn.functional.softplus(h.detach()).clamp(math.exp(-10), math.exp(2)).log()
+    torch.testing.assert_close(log_std, expected)
+    assert log_std[0] == -10.0 and log_std[-1] == 2.0 and abs(log_std[2] - math.log(math.log(2))) < 1e-12
+    log_std.sum().backward()
+    assert torch.isfinite(h.grad).all() and h.grad[0] == 0 and h.grad[-1] == 0
+    p, model = _sac("Hopper", "relu-mlp")
+    obs = torch.as_tensor(np.stack([p.make_env().reset(seed=s)[0] for s in range(4)]), dtype=torch.float32)
+    _, log_std, _ = model.policy.actor.get_action_dist_params(obs)
+    # the small last layer: heads near 0, so the std starts near softplus(0) = log 2 (exp would give 1)
+    torch.testing.assert_close(log_std.exp(), torch.full_like(log_std, math.log(2)), atol=0.02, rtol=0)
+    _, sb3 = _sac("Hopper", "relu-mlp", std_param="exp")
+    _, log_std, _ = sb3.policy.actor.get_action_dist_params(obs)
+    torch.testing.assert_close(log_std.exp(), torch.ones_like(log_std), atol=0.03, rtol=0)
+    assert model.policy.state_dict().keys() == sb3.policy.state_dict().keys()
+    sb3.save(tmp_path / "sac.zip")
+    assert SAC.load(tmp_path / "sac.zip", env=Monitor(p.make_env())).policy.symkit_kwargs["std_param"] == "exp"
+    with pytest.raises(ValueError, match="std_param must be one of"):
+        _sac("Hopper", "rpp", std_param="tanh")
+
+
 def test_the_target_critics_follow_their_polyak_updates():
     """stable-baselines3 averages the target critics (in eval mode for good) through ``p.data``, which bumps no
     version counter: their EMLP layers must not serve a cached weight, or the targets would stay at their start."""

@@ -8,10 +8,11 @@ environment steps, evaluating the deterministic policy every ``eval_every`` step
 curve (its area divided by its length: equal steps, so a measure of data efficiency). The critic target speed is
 Table A.9's (``tau=0``); Adam betas (0.5, 0.999) for the RPP; gradients clipped to a global norm of
 ``max_grad_norm`` (0.5, the reference code's) for every model; the EMLP's and RPP-EMLP's bilinear layers scaled by
-``bilinear_scale`` (0.03, the RL code's), hidden reps ``hidden`` (``"rl-code"``: the RL code's per environment) and a
-target entropy of ``-target_entropy_scale x |A|`` (0.5, the RL code's). Runs stored before these settings existed had
-emlp's 0.1, uniform hidden reps and stable-baselines3's ``-|A|`` (:data:`LEGACY`): they keep their identity in the
-results store and their checkpoint folders, and the report reads them so.
+``bilinear_scale`` (0.03, the RL code's), hidden reps ``hidden`` (``"rl-code"``: the RL code's per environment), a
+target entropy of ``-target_entropy_scale x |A|`` (0.5, the RL code's) and a standard deviation ``std_param``
+(``"softplus"`` of the actor's head, clipped, the RL code's). Runs stored before these settings existed had emlp's
+0.1, uniform hidden reps and stable-baselines3's ``-|A|`` and ``exp`` (:data:`LEGACY`): they keep their identity in
+the results store and their checkpoint folders, and the report reads them so.
 
 Runs checkpoint themselves every ``checkpoint_every`` steps to ``$SYMKIT_CHECKPOINTS/rl-sac/<run>`` (default
 ``runs/checkpoints``) and resume from there when started again with the same config; a finished run keeps its
@@ -62,11 +63,13 @@ MLP_MODELS = ("relu-mlp", "mlp")
 FULL_STEPS = 1_000_000
 #: the settings a longer run may differ in from the shorter run it continues (neither changes what is trained)
 BUDGET_FIELDS = ("steps", "checkpoint_every")
-#: the hidden reps of the equivariant networks (:data:`symkit.rl.sac.HIDDEN`; not imported: the RL stack is optional)
+#: the hidden reps and standard deviations (:data:`symkit.rl.sac.HIDDEN`, ``STD_PARAMS``; not imported: the RL stack
+#: is optional)
 HIDDEN = ("rl-code", "uniform")
+STD_PARAMS = ("softplus", "exp")
 #: settings added after runs were stored, with the value those runs had (:attr:`Experiment.legacy`): emlp's bilinear
-#: scale, symkit's uniform hidden reps, stable-baselines3's target entropy ``-|A|``
-LEGACY = {"bilinear_scale": 0.1, "hidden": "uniform", "target_entropy_scale": 1.0}
+#: scale, symkit's uniform hidden reps, stable-baselines3's target entropy ``-|A|`` and ``exp`` standard deviation
+LEGACY = {"bilinear_scale": 0.1, "hidden": "uniform", "target_entropy_scale": 1.0, "std_param": "exp"}
 
 
 @dataclass
@@ -87,6 +90,7 @@ class SACConfig:
     bilinear_scale: NonNegative = 0.03  # the RL code's bilinear output scale (emlp's: 0.1); no effect on the MLP
     hidden: str = "rl-code"  # the equivariant networks' hidden reps: "rl-code" (per environment) or "uniform"
     target_entropy_scale: NonNegative = 0.5  # target entropy -scale x |A| (the RL code's 0.5; stable-baselines3's 1)
+    std_param: str = "softplus"  # the policy's std from its head: "softplus" (the RL code's) or "exp" (SB3's)
     eval_every: Count = 10_000
     eval_episodes: Count = 10
     checkpoint_every: Count = 50_000
@@ -99,6 +103,8 @@ def _validate(config: SACConfig) -> None:
         raise ValueError(f"model must be one of {MODELS}, got {config.model!r}")
     if config.hidden not in HIDDEN:
         raise ValueError(f"hidden must be one of {HIDDEN}, got {config.hidden!r}")
+    if config.std_param not in STD_PARAMS:
+        raise ValueError(f"std_param must be one of {STD_PARAMS}, got {config.std_param!r}")
     if config.learning_starts >= config.steps:
         raise ValueError(f"learning_starts ({config.learning_starts}) must be below steps ({config.steps})")
 
@@ -178,7 +184,8 @@ def run(config: SACConfig) -> dict[str, Any]:
         learning_starts=learning_starts, batch_size=config.batch_size, buffer_size=buffer_size,
         lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd,
         max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale, hidden=config.hidden,
-        target_entropy_scale=config.target_entropy_scale, keep_replay=config.steps < FULL_STEPS)
+        target_entropy_scale=config.target_entropy_scale, std_param=config.std_param,
+        keep_replay=config.steps < FULL_STEPS)
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),
@@ -208,7 +215,7 @@ def _settings(config: Mapping[str, Any]) -> str:
     value = {k: config.get(k, v) for k, v in LEGACY.items()}
     parts = [] if config.get("model") in MLP_MODELS else [f"bilinear {value['bilinear_scale']:g}",
                                                           f"{value['hidden']} hidden"]
-    return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g}|A|"])
+    return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g}|A|", f"{value['std_param']} std"])
 
 
 def _mean_se(values: Sequence[float]) -> str:
@@ -239,8 +246,8 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def curve_groups(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[tuple[str, int], list[tuple[list, list]]]]:
     """The runs' learning curves ``(steps, returns)`` by environment, then by ``(model, run length in steps)``; the
-    model reads ``"rpp (bilinear 0.03, rl-code hidden, entropy -0.5|A|)"``, its settings (:func:`_settings`), so runs
-    of other settings are other curves."""
+    model reads ``"rpp (bilinear 0.03, rl-code hidden, entropy -0.5|A|, softplus std)"``, with its settings
+    (:func:`_settings`), so runs of other settings are other curves."""
     curves: dict[str, dict[tuple[str, int], list[tuple[list, list]]]] = {}
     for r in runs:
         m = r["metrics"]

@@ -18,7 +18,8 @@ the baseline and where the table has none), the RL code's bilinear output scale 
 0.1: :data:`RL_BILINEAR_SCALE`) and hidden reps (``126 T0 + 55 V + 5 V⊗V`` for Hopper and HalfCheetah,
 :func:`~symkit.rl.transitions.rl_code_hidden_rep`), the reference code's SAC settings (learning rate 3e-4, two hidden
 layers of 256, discount 0.99, initial temperature 1, target entropy ``-|A|/2``: :data:`RL_TARGET_ENTROPY_SCALE`,
-where stable-baselines3 would take ``-|A|``, batch 256, updates from step 10^4). The RPP prior is a weight
+where stable-baselines3 would take ``-|A|``, the standard deviation a clipped softplus of the actor's head, where
+stable-baselines3 takes ``exp``: :data:`STD_PARAMS`, batch 256, updates from step 10^4). The RPP prior is a weight
 decay per path (``equivariant_wd``, ``basic_wd``: the loss gains ``wd |w|^2``, the reference code's flags, whose
 ``basic_wd`` defaults to 1e-6), and the reference code's gradient clipping (global norm 0.5 per network update,
 ``max_grad_norm``; stable-baselines3's SAC has none, so a step pre-hook on the actor's and the critics' optimisers
@@ -63,7 +64,7 @@ from symkit.rl.presets import LocomotionPreset, preset
 from symkit.rl.transitions import hidden_rep, rl_code_hidden_rep, scale_last_layer
 from symkit.train import fused_options
 
-__all__ = ["KINDS", "MLP_KINDS", "HIDDEN", "BASELINE_TAU", "RL_BILINEAR_SCALE", "RL_TARGET_ENTROPY_SCALE",
+__all__ = ["KINDS", "MLP_KINDS", "HIDDEN", "STD_PARAMS", "BASELINE_TAU", "RL_BILINEAR_SCALE", "RL_TARGET_ENTROPY_SCALE",
            "PresetFeatures", "SymmetricSACPolicy", "SACResult", "make_sac", "train_sac", "critic_tau",
            "area_under_curve", "best_so_far", "late_return"]
 
@@ -79,6 +80,18 @@ RL_BILINEAR_SCALE = 0.03
 RL_TARGET_ENTROPY_SCALE = 0.5
 #: the hidden reps of the equivariant networks: the RL code's per environment, or 136/256 scalars and copies of V
 HIDDEN = ("rl-code", "uniform")
+#: how the actor's second head becomes the policy's standard deviation: the RL code's (jax-rl's) ``softplus``,
+#: clipped to ``[e^-10, e^2]``, or stable-baselines3's ``exp`` of the head clamped to ``[-20, 2]``
+STD_PARAMS = ("softplus", "exp")
+
+
+class _SoftplusLogStd(nn.Module):
+    """``log(clip(softplus(h), e^-10, e^2))``: the RL code's standard deviation, as the log that stable-baselines3's
+    actor expects (its own clamp to ``[-20, 2]`` then changes nothing). Clamping before the log keeps the gradient
+    finite where softplus underflows."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return nn.functional.softplus(h).clamp(math.exp(-10.0), math.exp(2.0)).log()
 
 
 def critic_tau(p: LocomotionPreset, kind: str) -> float:
@@ -147,7 +160,7 @@ class SymmetricActor(Actor):
     """SAC's actor with one network ``state rep -> action rep + action scale rep`` (mean, log std)."""
 
     def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
-                 hidden: str, head_scale: float, **kwargs: Any) -> None:
+                 hidden: str, std_param: str, head_scale: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         p = preset(preset_name)
         da = p.action_size
@@ -158,6 +171,8 @@ class SymmetricActor(Actor):
         inverse = list(np.argsort(order))  # rep layout -> environment order
         self.mu = _Select(inverse)
         self.log_std = _Select([da + i for i in inverse])
+        if std_param == "softplus":  # no parameters: the state dict is the same either way
+            self.log_std = nn.Sequential(self.log_std, _SoftplusLogStd())
 
 
 class SymmetricCritic(ContinuousCritic):
@@ -213,19 +228,24 @@ class SymmetricSACPolicy(SACPolicy):
     ``bilinear_scale``: the EMLP's and RPP-EMLP's bilinear output scale (0.1, symkit's default and what a saved
     policy without the setting was built with; :func:`make_sac` passes the RL code's 0.03); ``hidden``: their hidden
     reps, ``"uniform"`` (:func:`~symkit.rl.transitions.hidden_rep`, what a saved policy without the setting was
-    built with) or ``"rl-code"`` (:func:`~symkit.rl.transitions.rl_code_hidden_rep`, :func:`make_sac`'s)."""
+    built with) or ``"rl-code"`` (:func:`~symkit.rl.transitions.rl_code_hidden_rep`, :func:`make_sac`'s);
+    ``std_param``: the policy's standard deviation from the actor's second head, ``"exp"`` (stable-baselines3's, what
+    a saved policy without the setting was built with) or ``"softplus"`` (the RL code's, :func:`make_sac`'s)."""
 
     def __init__(self, *args: Any, preset_name: str = "Hopper", kind: str = "rpp", ch: int = 256,
                  num_layers: int = 2, head_scale: float = 0.01, equivariant_wd: float = 0.0,
                  basic_wd: float = 1e-6, max_grad_norm: float = 0.5, bilinear_scale: float = 0.1,
-                 hidden: str = "uniform", **kwargs: Any) -> None:
+                 hidden: str = "uniform", std_param: str = "exp", **kwargs: Any) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if hidden not in HIDDEN:
             raise ValueError(f"hidden must be one of {HIDDEN}, got {hidden!r}")
+        if std_param not in STD_PARAMS:
+            raise ValueError(f"std_param must be one of {STD_PARAMS}, got {std_param!r}")
         self.max_grad_norm = check_number("SymmetricSACPolicy: max_grad_norm (0: no clipping)", max_grad_norm)
         self.symkit_kwargs = {"preset_name": preset(preset_name).name, "kind": kind, "ch": ch,
-                              "num_layers": num_layers, "bilinear_scale": bilinear_scale, "hidden": hidden}
+                              "num_layers": num_layers, "bilinear_scale": bilinear_scale, "hidden": hidden,
+                              "std_param": std_param}
         self.head_scale, self.equivariant_wd, self.basic_wd = head_scale, equivariant_wd, basic_wd
         kwargs.setdefault("features_extractor_class", PresetFeatures)
         kwargs.setdefault("features_extractor_kwargs", {"preset_name": self.symkit_kwargs["preset_name"]})
@@ -252,7 +272,8 @@ class SymmetricSACPolicy(SACPolicy):
 
     def make_critic(self, features_extractor: BaseFeaturesExtractor | None = None) -> ContinuousCritic:
         kwargs = self._update_features_extractor(self.critic_kwargs, features_extractor)
-        return SymmetricCritic(**kwargs, **self.symkit_kwargs).to(self.device)
+        settings = {k: v for k, v in self.symkit_kwargs.items() if k != "std_param"}  # the actor's alone
+        return SymmetricCritic(**kwargs, **settings).to(self.device)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
@@ -265,7 +286,7 @@ def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int
              learning_starts: int = 10_000, batch_size: int = 256, buffer_size: int = 1_000_000, lr: float = 3e-4,
              tau: float | None = None, equivariant_wd: float = 0.0, basic_wd: float = 1e-6,
              max_grad_norm: float = 0.5, bilinear_scale: float = RL_BILINEAR_SCALE, hidden: str = "rl-code",
-             target_entropy_scale: float = RL_TARGET_ENTROPY_SCALE) -> SAC:
+             target_entropy_scale: float = RL_TARGET_ENTROPY_SCALE, std_param: str = "softplus") -> SAC:
     """An SB3 ``SAC`` with :class:`SymmetricSACPolicy` and the thesis's settings (module docstring); ``tau=None``
     takes Table A.9's (:func:`critic_tau`); the target entropy is ``-target_entropy_scale x`` the action
     dimension."""
@@ -273,7 +294,7 @@ def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int
     policy_kwargs: dict[str, Any] = {"preset_name": p.name, "kind": kind, "ch": ch, "num_layers": num_layers,
                                      "equivariant_wd": equivariant_wd, "basic_wd": basic_wd,
                                      "max_grad_norm": max_grad_norm, "bilinear_scale": bilinear_scale,
-                                     "hidden": hidden}
+                                     "hidden": hidden, "std_param": std_param}
     if kind == "rpp":
         policy_kwargs["optimizer_kwargs"] = {"betas": RPP_BETAS}
     return SAC(SymmetricSACPolicy, env, learning_rate=lr, buffer_size=buffer_size, learning_starts=learning_starts,

@@ -21,13 +21,14 @@ def check_int(what: str, value: Any, minimum: int = 0) -> int:
     return int(value)
 
 
-def check_number(what: str, value: Any, minimum: float = 0.0) -> float:
-    """``value`` as a finite ``float >= minimum``; a ``TypeError`` (bools, strings, None) or ``ValueError`` (not
-    finite, too small) naming ``what`` otherwise."""
+def check_number(what: str, value: Any, minimum: float = 0.0, *, above: bool = False) -> float:
+    """``value`` as a finite ``float >= minimum`` (``> minimum`` with ``above``); a ``TypeError`` (bools, strings,
+    None) or ``ValueError`` (not finite, too small) naming ``what`` otherwise."""
+    bound = f"{'>' if above else '>='} {minimum:g}"
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{what}: expected a number, got {type(value).__name__} {value!r}")
-    if not math.isfinite(value) or value < minimum:
-        raise ValueError(f"{what}: expected a finite number >= {minimum:g}, got {value!r}")
+        raise TypeError(f"{what} must be a number {bound}, got {type(value).__name__} {value!r}")
+    if not math.isfinite(value) or value < minimum or (above and value == minimum):
+        raise ValueError(f"{what} must be a finite number {bound}, got {value!r}")
     return float(value)
 
 

@@ -103,7 +103,11 @@ def test_argument_errors_name_what_was_wrong():
         P.integrate([0.0] * 12, torch.zeros(2))
     with pytest.raises(ValueError, match="times must be a 1-D tensor"):
         P.integrate(_z0(), torch.zeros(2, 2))
-    with pytest.raises(ValueError, match="dt must be"):
+    with pytest.raises(ValueError, match="dt must be a finite number > 0, got 0.0"):
         P.trajectory_times(30.0, 0.0)
+    with pytest.raises(ValueError, match=r"duration \(at least dt = 0.2\) must be a finite number >= 0.2"):
+        P.trajectory_times(0.1, 0.2)
+    with pytest.raises(TypeError, match="dt must be a number > 0, got str"):
+        P.trajectory_times(30.0, "0.2")
     with pytest.raises(ValueError, match="fewer than chunk_len"):
         P.pendulum_chunks(2, chunk_len=200)

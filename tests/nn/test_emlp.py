@@ -333,10 +333,10 @@ def test_the_bilinear_output_scale_is_a_setting_of_the_layer_and_of_the_models()
         assert [m.scale for m in model.modules() if isinstance(m, BiLinear)] == [0.03, 0.03]
     assert [m.scale for m in EMLP(V(G), Scalar, G, ch=24, num_layers=1).modules() if isinstance(m, BiLinear)] == [0.1]
     for bad in (-0.1, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="scale: expected a finite number >= 0"):
+        with pytest.raises(ValueError, match="scale must be a finite number >= 0"):
             BiLinear(rep, scale=bad)
     for bad in ("0.1", True, None):
-        with pytest.raises(TypeError, match="scale: expected a number"):
+        with pytest.raises(TypeError, match="scale must be a number >= 0"):
             BiLinear(rep, scale=bad)
 
 

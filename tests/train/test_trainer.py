@@ -177,6 +177,10 @@ def test_bad_input_is_a_clear_error(tmp_path):
         Trainer(model, _mse, optimizer="lbfgs")
     with pytest.raises(ValueError, match="lr must be a finite number"):
         Trainer(model, _mse, lr=float("nan"))
+    with pytest.raises(TypeError, match="Trainer: clip must be a number >= 0, got str '1'"):
+        Trainer(model, _mse, clip="1")
+    with pytest.raises(TypeError, match="Trainer: weight_decay must be a number >= 0, got bool"):
+        Trainer(model, _mse, weight_decay=True)
     with pytest.raises(TypeError, match="epochs: expected an int"):
         Trainer(model, _mse, epochs=2.5)
     with pytest.raises(ValueError, match="x has 256 samples but y has 10"):

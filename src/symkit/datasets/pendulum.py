@@ -36,13 +36,12 @@ flattened (``16 V``): the flow map over 0.2, 0.4, 0.6 and 0.8 s.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from symkit._checks import check_int
+from symkit._checks import check_int, check_number
 from symkit.datasets.tasks import SymmetricTask, register_task
 from symkit.groups import Group, O2eR3
 from symkit.reps import V
@@ -189,10 +188,8 @@ def trajectory_times(duration: float = 30.0, dt: float = 0.2, *, dtype: torch.dt
                      device: torch.device | str | None = None) -> torch.Tensor:
     """The sampling grid ``0, dt, 2 dt, ...`` below ``duration`` (``round(duration / dt)`` points: 150 for 30 s at
     0.2 s, as ``arange(0, 30, 0.2)`` in the authors' code)."""
-    if not (isinstance(dt, (int, float)) and dt > 0 and math.isfinite(dt)):
-        raise ValueError(f"dt must be a finite number > 0, got {dt!r}")
-    if not (isinstance(duration, (int, float)) and duration >= dt and math.isfinite(duration)):
-        raise ValueError(f"duration must be a finite number >= dt = {dt}, got {duration!r}")
+    check_number("dt", dt, above=True)
+    check_number(f"duration (at least dt = {dt})", duration, minimum=dt)
     steps = int(round(duration / dt))
     return torch.arange(steps, dtype=dtype, device=device) * dt
 

@@ -16,13 +16,13 @@ rollout error of Table 2.2.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
+from symkit._checks import check_number
 from symkit.nn._equivariance import Equivariant
 
 __all__ = ["HamiltonianNet", "NeuralODE", "rollout", "rollout_or_nan", "rollout_error", "symplectic_gradient",
@@ -206,8 +206,7 @@ def rollout(dynamics: Callable[[torch.Tensor], torch.Tensor], z0: torch.Tensor, 
         raise ValueError(f"rollout: times must be a 1-D tensor of increasing times, got {times!r}")
     times = times.to(dtype=z0.dtype, device=z0.device)
     for name, tol in (("rtol", rtol), ("atol", atol)):
-        if not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol <= 0:
-            raise ValueError(f"rollout: {name} must be a finite number > 0, got {tol!r}")
+        check_number(f"rollout: {name}", tol, above=True)
     if method in ADAPTIVE_METHODS:
         if step_size is not None:
             raise ValueError(f"rollout: step_size is for the fixed-grid methods {_FIXED_METHODS}, not {method!r}")
@@ -215,8 +214,7 @@ def rollout(dynamics: Callable[[torch.Tensor], torch.Tensor], z0: torch.Tensor, 
     elif method in _FIXED_METHODS:
         if step_size is None:
             step_size = float(times[1] - times[0]) if len(times) > 1 else 1.0
-        if not isinstance(step_size, (int, float)) or not math.isfinite(step_size) or step_size <= 0:
-            raise ValueError(f"rollout: step_size must be a finite number > 0, got {step_size!r}")
+        check_number("rollout: step_size", step_size, above=True)
         options = {"step_size": step_size}
     else:
         raise ValueError(f"rollout: method must be one of {ADAPTIVE_METHODS + _FIXED_METHODS}, got {method!r}")

@@ -25,7 +25,7 @@ import math
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
-from symkit._checks import check_int
+from symkit._checks import check_int, check_number
 
 __all__ = [
     "catoni_bound",
@@ -57,12 +57,7 @@ def _error(name: str, value: object) -> float:
 
 
 def _nonnegative(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number >= 0, got {type(value).__name__}")
-    value = float(value)
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return value
+    return check_number(name, value)
 
 
 def _delta(delta: object) -> float:

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from symkit import runtime
-from symkit._checks import check_int
+from symkit._checks import check_int, check_number
 from symkit.progress import progress_bar
 
 __all__ = ["Hook", "TrainResult", "Trainer", "fused_options", "predict"]
@@ -143,13 +143,11 @@ class Trainer:
         if monitor == "loss" and validate is not None:
             raise ValueError("Trainer: monitor='loss' watches the step's own loss; give no validate function")
         for name, value in (("improvement", improvement), ("clip", 1.0 if clip is None else clip)):
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"Trainer: {name} must be a finite number >= 0, got {value!r}")
+            check_number(f"Trainer: {name}", value)
         if not 0 < plateau_factor < 1:
             raise ValueError(f"Trainer: plateau_factor must be in (0, 1), got {plateau_factor!r}")
         for name, value in (("lr", lr), ("weight_decay", weight_decay), ("lr_min", lr_min)):
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"Trainer: {name} must be a finite number >= 0, got {value!r}")
+            check_number(f"Trainer: {name}", value)
         self.model = model
         self.loss_fn, self.objective, self.gradient, self.penalty = loss_fn, objective, gradient, penalty
         self.params = [p for p in (model.parameters() if params is None else params) if p.requires_grad]

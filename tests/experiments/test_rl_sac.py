@@ -168,3 +168,10 @@ def test_a_run_continues_only_the_longest_finished_shorter_run_of_the_same_setti
     assert shorter_run(target) == two
     four = fake_run(steps=4000, checkpoint_every=1000)
     assert shorter_run(target) == four
+    # a run stored before a legacy setting existed (its config.json lacks it) continues a run at the legacy value
+    old_target = exp.make_config(quick=True, steps=5000, std_param="exp")
+    older = fake_run(steps=3000, std_param="exp")
+    stored = json.loads((older / "config.json").read_text())
+    del stored["std_param"]
+    (older / "config.json").write_text(json.dumps(stored))
+    assert shorter_run(old_target) == older and shorter_run(target) == four

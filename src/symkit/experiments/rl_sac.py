@@ -111,7 +111,8 @@ def _validate(config: SACConfig) -> None:
 
 def checkpoint_dir(config: SACConfig) -> Path:
     """Where a run keeps its checkpoints: ``$SYMKIT_CHECKPOINTS`` (default ``runs/checkpoints``) ``/rl-sac/``, then
-    the environment, model, seed and a hash of the whole config."""
+    the environment, model, seed and a hash of the config (without the legacy settings at their old values, so a
+    run stored before a setting existed keeps its folder)."""
     root = Path(os.environ.get("SYMKIT_CHECKPOINTS", "runs/checkpoints"))
     values = EXPERIMENT.identity(dataclasses.asdict(config))  # legacy settings at their old values: the old folder
     digest = hashlib.sha1(json.dumps(values, sort_keys=True).encode()).hexdigest()[:10]
@@ -119,7 +120,10 @@ def checkpoint_dir(config: SACConfig) -> Path:
 
 
 def _without_budget(config: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in config.items() if k not in BUDGET_FIELDS}
+    """A config's identity without the budget: what two runs of which one may continue the other share (a stored
+    config that predates a legacy setting reads it as its legacy value)."""
+    values = EXPERIMENT.identity(EXPERIMENT.complete(config))
+    return {k: v for k, v in values.items() if k not in BUDGET_FIELDS}
 
 
 def shorter_run(config: SACConfig) -> Path | None:
@@ -211,7 +215,8 @@ def _curve_means(metrics: Mapping[str, Any]) -> tuple[float, float, float, float
 
 def _settings(config: Mapping[str, Any]) -> str:
     """A stored run's SAC settings as the report shows them (a setting it lacks has its :data:`LEGACY` value): the
-    bilinear scale and hidden reps of the equivariant networks (the MLPs have neither) and the target entropy."""
+    bilinear scale and hidden reps of the equivariant networks (the MLPs have neither), the target entropy and the
+    standard deviation's form."""
     value = {k: config.get(k, v) for k, v in LEGACY.items()}
     parts = [] if config.get("model") in MLP_MODELS else [f"bilinear {value['bilinear_scale']:g}",
                                                           f"{value['hidden']} hidden"]

@@ -301,6 +301,7 @@ EXAMPLES = {
     "symkit.measure.zoo.Normalize": (_b("symkit.measure.zoo.Normalize", (0.5, 0.4), (0.2, 0.3)), _image(2)),
     "symkit.experiments.lee_rotmnist.MaskedAutoencoder": (_mae, _image(1, 8)),
     "symkit.rl.transitions._Rollout": (_transition_rollout, _packed_rollout),
+    "symkit.rl.sac._SoftplusLogStd": (_b("symkit.rl.sac._SoftplusLogStd"), _vector(3)),
 }
 
 #: private helpers and abstract bases, and the example that builds them
@@ -327,7 +328,7 @@ BUILT_BY_STABLE_BASELINES3 = {"symkit.rl.sac.PresetFeatures", "symkit.rl.sac.Sym
 #: modules without parameters or buffers of their own take no factory keywords (PyTorch's pooling layers do not)
 NO_FACTORY = {"symkit.nn.vision.GlobalAvgPool", "symkit.measure.zoo.BlurPool2d", "symkit.nn.vision.TokenMean",
               "symkit.nn.vision.ClassToken",
-              "symkit.nn.relaxed.container.RelaxedLayer"}
+              "symkit.nn.relaxed.container.RelaxedLayer", "symkit.rl.sac._SoftplusLogStd"}
 
 
 def _all_module_classes() -> set[str]:

@@ -279,7 +279,7 @@ def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> li
     import matplotlib.pyplot as plt
 
     envs = [e for e in PRESETS if e in curves] + sorted(set(curves) - set(PRESETS))
-    fig, axes = plt.subplots(2, len(envs), figsize=(4.2 * len(envs), 6.4), squeeze=False, sharex="col")
+    fig, axes = plt.subplots(2, len(envs), figsize=(5.0 * len(envs), 6.4), squeeze=False, sharex="col")
     for col, env in enumerate(envs):
         lengths = {budget for _, budget in curves[env]}
         by_length = sorted(curves[env], key=lambda key: (key[1], key[0]))  # (model, steps): shorter runs first
@@ -298,11 +298,12 @@ def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> li
         axes[0][col].set_ylabel("best return so far (Fig. 3.4)")
         axes[1][col].set_ylabel("evaluation return")
         axes[1][col].set_xlabel("environment steps")
-        axes[0][col].legend(fontsize=8)
+        # below the column, not over the curves: the labels carry each run's settings
+        axes[1][col].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     fig.tight_layout()
     out = Path(out_dir) / "rl-sac_curves.png"
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return [out]
 

@@ -182,6 +182,32 @@ def test_the_policys_standard_deviation_is_the_rl_codes_clipped_softplus(tmp_pat
         _sac("Hopper", "rpp", std_param="tanh")
 
 
+def test_freezing_the_critics_for_the_actors_loss_changes_no_update():
+    """Between a critic step and the next actor step the critics take no weight gradients (cheaper); three updates
+    give the same parameters with and without it, and the critics train again after each actor step."""
+    models = []
+    for freeze in (True, False):
+        p, model = _sac("Hopper", "rpp", seed=5)
+        if not freeze:
+            for handle in model.policy.critic_frozen_hooks:
+                handle.remove()
+        model.learn(120)  # 100 random steps, then 20 updates
+        models.append(model)
+    frozen, plain = models
+    for a, b in zip(frozen.policy.parameters(), plain.policy.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    _, untrained = _sac("Hopper", "rpp", seed=5)
+    for net in ("actor", "critic"):  # both trained: the equality above is of two updated models
+        before = torch.cat([q.flatten() for q in getattr(untrained.policy, net).parameters()])
+        after = torch.cat([q.flatten() for q in getattr(frozen.policy, net).parameters()])
+        assert (before - after).abs().max() > 1e-4
+    assert all(q.requires_grad for q in frozen.policy.critic.parameters())
+    frozen.policy.critic.optimizer.step()  # a critic step freezes them until the actor's next step
+    assert not any(q.requires_grad for q in frozen.policy.critic.parameters())
+    frozen.policy.actor.optimizer.step()
+    assert all(q.requires_grad for q in frozen.policy.critic.parameters())
+
+
 def test_the_target_critics_follow_their_polyak_updates():
     """stable-baselines3 averages the target critics (in eval mode for good) through ``p.data``, which bumps no
     version counter: their EMLP layers must not serve a cached weight, or the targets would stay at their start."""

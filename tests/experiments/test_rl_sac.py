@@ -15,6 +15,13 @@ from symkit.experiments import get_experiment  # noqa: E402
 from symkit.experiments.rl_sac import checkpoint_dir, curve_groups, figures, shorter_run  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _own_checkpoints(tmp_path, monkeypatch):
+    """Every test reads and writes checkpoints in its own folder, never in the runs/checkpoints of the checkout (the
+    report lists the unfinished runs it finds there)."""
+    monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
+
+
 def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
     exp = get_experiment("rl-sac")
@@ -62,7 +69,7 @@ def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error()
     line = summarize([row]).splitlines()[-1]
     # final 20, 60; late (steps >= 16: the last evaluation) 20, 60; mean over the curve (trapezoids) 25, 25; mean
     # best so far 30, 25
-    assert line == ("| Hopper | 20 | rpp | bilinear 0.1, uniform hidden, entropy -1|A|, exp std | 2 | 40.0 ± 20.0 "
+    assert line == ("| Hopper | 20 | rpp | bilinear 0.1, uniform hidden, entropy -1 dim A, exp std | 2 | 40.0 ± 20.0 "
                     "| 40.0 ± 20.0 "
                     "| 25.0 ± 0.0 | 27.5 ± 2.5 "
                     "| 0: 20, 1: 60 | 0.100 |")
@@ -81,7 +88,7 @@ def test_runs_of_other_settings_are_separate_rows_and_curves():
                {**old, **new, "model": "relu-mlp"}]
     rows = [{"config": c, "n": 1, "mean": {}, "by_seed": {0: curve}} for c in configs]
     lines = summarize(rows).splitlines()[2:]
-    legacy, rl_code = "entropy -1|A|, exp std", "entropy -0.5|A|, softplus std"
+    legacy, rl_code = "entropy -1 dim A, exp std", "entropy -0.5 dim A, softplus std"
     expected = [("mlp", legacy), ("relu-mlp", rl_code), ("rpp", f"bilinear 0.03, rl-code hidden, {rl_code}"),
                 ("rpp", f"bilinear 0.03, uniform hidden, {legacy}"), ("rpp", f"bilinear 0.1, uniform hidden, {legacy}")]
     assert [tuple(line.split(" | ")[2:4]) for line in lines] == expected
@@ -128,8 +135,8 @@ def test_runs_of_different_lengths_are_separate_curves(tmp_path):
 
     runs = [run("rpp", 30_000, 0), run("rpp", 30_000, 1), run("rpp", 60_000, 0), run("mlp", 60_000, 0)]
     groups = curve_groups(runs)
-    rpp = "rpp (bilinear 0.1, uniform hidden, entropy -1|A|, exp std)"  # stored without the settings: legacy
-    assert sorted(groups["HalfCheetah"]) == [("mlp (entropy -1|A|, exp std)", 60_000), (rpp, 30_000), (rpp, 60_000)]
+    rpp = "rpp (bilinear 0.1, uniform hidden, entropy -1 dim A, exp std)"  # stored without the settings: legacy
+    assert sorted(groups["HalfCheetah"]) == [("mlp (entropy -1 dim A, exp std)", 60_000), (rpp, 30_000), (rpp, 60_000)]
     assert len(groups["HalfCheetah"][(rpp, 30_000)]) == 2
     assert groups["HalfCheetah"][(rpp, 60_000)][0][0] == [0, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000]
     (path,) = figures(runs, tmp_path)
@@ -175,3 +182,25 @@ def test_a_run_continues_only_the_longest_finished_shorter_run_of_the_same_setti
     del stored["std_param"]
     (older / "config.json").write_text(json.dumps(stored))
     assert shorter_run(old_target) == older and shorter_run(target) == four
+
+
+def test_the_report_lists_the_runs_in_progress_from_their_checkpoints(tmp_path, monkeypatch):
+    """An unfinished run (checkpointed at 20,000 of 60,000 steps) shows in the summary with its progress and last
+    and best returns; a finished one and a folder without a stored config do not."""
+    from symkit.experiments.rl_sac import in_progress, summarize
+
+    monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
+    exp = get_experiment("rl-sac")
+    assert in_progress() == [] and "in progress" not in summarize([])
+    for steps, done in ((60_000, 20_000), (30_000, 30_000)):
+        config = exp.make_config(env="Hopper", model="rpp", steps=steps, seed=1)
+        folder = checkpoint_dir(config)
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
+        curve = {"num_timesteps": done, "steps": [0, 10_000, 20_000], "returns": [100.0, 450.0, 300.0]}
+        (folder / "curve.json").write_text(json.dumps(curve))
+    (tmp_path / "rl-sac" / "Hopper-mlp-seed0-old").mkdir()  # a folder from before configs were stored
+    (running,) = in_progress()
+    assert running["done"] == 20_000 and running["config"]["steps"] == 60_000
+    assert summarize([]).splitlines()[-1] == ("| Hopper | 60000 | rpp | bilinear 0.03, rl-code hidden, "
+                                             "entropy -0.5 dim A, softplus std | 1 | 20000 | 300 | 450 |")

@@ -53,7 +53,7 @@ from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.rl.presets import PRESETS, preset
 
-__all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "figures", "FULL_STEPS"]
+__all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "in_progress", "figures", "FULL_STEPS"]
 
 MODELS = ("relu-mlp", "mlp", "emlp", "rpp")
 #: the models without bilinear layers
@@ -220,7 +220,7 @@ def _settings(config: Mapping[str, Any]) -> str:
     value = {k: config.get(k, v) for k, v in LEGACY.items()}
     parts = [] if config.get("model") in MLP_MODELS else [f"bilinear {value['bilinear_scale']:g}",
                                                           f"{value['hidden']} hidden"]
-    return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g}|A|", f"{value['std_param']} std"])
+    return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g} dim A", f"{value['std_param']} std"])
 
 
 def _mean_se(values: Sequence[float]) -> str:
@@ -246,12 +246,39 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
         lines.append(f"| {r['config'].get('env')} | {r['config'].get('steps', '')} | {r['config'].get('model')} | "
                      f"{_settings(r['config'])} | {r['n']} | " + " | ".join(columns)
                      + f" | {per_seed} | {r['mean'].get('seconds_per_update', math.nan):.3f} |")
+    running = in_progress()
+    if running:
+        lines += ["", "Runs in progress (read from their checkpoints; not results until they finish):", "",
+                  "| env | steps | model | settings | seed | done | return at the last evaluation | best so far |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['config'].get('env')} | {r['config'].get('steps')} | {r['config'].get('model')} | "
+                  f"{_settings(r['config'])} | {r['config'].get('seed')} | {r['done']} | {r['returns'][-1]:.0f} | "
+                  f"{max(r['returns']):.0f} |" for r in running]
     return "\n".join(lines)
+
+
+def in_progress() -> list[dict[str, Any]]:
+    """The runs under ``$SYMKIT_CHECKPOINTS/rl-sac`` that have checkpointed but not finished (a sweep stopped, or
+    one still running): each one's stored ``config``, steps ``done`` and evaluation ``returns`` so far, ordered by
+    environment, model and seed. Folders of runs from before configs were stored are passed over."""
+    root = Path(os.environ.get("SYMKIT_CHECKPOINTS", "runs/checkpoints")) / "rl-sac"
+    running = []
+    for folder in sorted(root.glob("*")) if root.is_dir() else []:
+        try:
+            config = json.loads((folder / "config.json").read_text())
+            curve = json.loads((folder / "curve.json").read_text())
+            done, steps, returns = int(curve["num_timesteps"]), int(config["steps"]), list(curve["returns"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if done < steps and returns:
+            running.append({"config": config, "done": done, "returns": returns})
+    return sorted(running, key=lambda r: (str(r["config"].get("env")), str(r["config"].get("model")),
+                                          int(r["config"].get("seed", 0))))
 
 
 def curve_groups(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[tuple[str, int], list[tuple[list, list]]]]:
     """The runs' learning curves ``(steps, returns)`` by environment, then by ``(model, run length in steps)``; the
-    model reads ``"rpp (bilinear 0.03, rl-code hidden, entropy -0.5|A|, softplus std)"``, with its settings
+    model reads ``"rpp (bilinear 0.03, rl-code hidden, entropy -0.5 dim A, softplus std)"``, with its settings
     (:func:`_settings`), so runs of other settings are other curves."""
     curves: dict[str, dict[tuple[str, int], list[tuple[list, list]]]] = {}
     for r in runs:

@@ -40,7 +40,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,21 +52,15 @@ from symkit._checks import require
 from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.rl.presets import PRESETS, preset
+from symkit.rl.settings import HIDDEN, KINDS, MLP_KINDS, RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, STD_PARAMS
 
 __all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "in_progress", "figures", "FULL_STEPS"]
 
-MODELS = ("relu-mlp", "mlp", "emlp", "rpp")
-#: the models without bilinear layers
-MLP_MODELS = ("relu-mlp", "mlp")
 #: the thesis's run length; a finished run this long or longer drops its replay buffer (a run shorter keeps it, so
 #: a longer budget can continue it: 200 MB for Hopper's 10^6 transitions, stored whole however many are filled)
 FULL_STEPS = 1_000_000
 #: the settings a longer run may differ in from the shorter run it continues (neither changes what is trained)
 BUDGET_FIELDS = ("steps", "checkpoint_every")
-#: the hidden reps and standard deviations (:data:`symkit.rl.sac.HIDDEN`, ``STD_PARAMS``; not imported: the RL stack
-#: is optional)
-HIDDEN = ("rl-code", "uniform")
-STD_PARAMS = ("softplus", "exp")
 #: settings added after runs were stored, with the value those runs had (:attr:`Experiment.legacy`): emlp's bilinear
 #: scale, symkit's uniform hidden reps, stable-baselines3's target entropy ``-|A|`` and ``exp`` standard deviation
 LEGACY = {"bilinear_scale": 0.1, "hidden": "uniform", "target_entropy_scale": 1.0, "std_param": "exp"}
@@ -87,9 +81,9 @@ class SACConfig:
     equivariant_wd: NonNegative = 0.0  # RPP prior as weight decays (the reference code's flags)
     basic_wd: NonNegative = 1e-6
     max_grad_norm: NonNegative = 0.5  # the reference code's gradient clipping (global norm per update); 0: off
-    bilinear_scale: NonNegative = 0.03  # the RL code's bilinear output scale (emlp's: 0.1); no effect on the MLP
+    bilinear_scale: NonNegative = RL_BILINEAR_SCALE  # the RL code's (emlp's: 0.1); no effect on the MLPs
     hidden: str = "rl-code"  # the equivariant networks' hidden reps: "rl-code" (per environment) or "uniform"
-    target_entropy_scale: NonNegative = 0.5  # target entropy -scale x |A| (the RL code's 0.5; stable-baselines3's 1)
+    target_entropy_scale: NonNegative = RL_TARGET_ENTROPY_SCALE  # target entropy -scale x |A| (SB3's: 1)
     std_param: str = "softplus"  # the policy's std from its head: "softplus" (the RL code's) or "exp" (SB3's)
     eval_every: Count = 10_000
     eval_episodes: Count = 10
@@ -99,8 +93,8 @@ class SACConfig:
 
 def _validate(config: SACConfig) -> None:
     preset(config.env)
-    if config.model not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}, got {config.model!r}")
+    if config.model not in KINDS:
+        raise ValueError(f"model must be one of {KINDS}, got {config.model!r}")
     if config.hidden not in HIDDEN:
         raise ValueError(f"hidden must be one of {HIDDEN}, got {config.hidden!r}")
     if config.std_param not in STD_PARAMS:
@@ -109,14 +103,31 @@ def _validate(config: SACConfig) -> None:
         raise ValueError(f"learning_starts ({config.learning_starts}) must be below steps ({config.steps})")
 
 
+def _checkpoints() -> Path:
+    """The folder of the rl-sac checkpoints: ``$SYMKIT_CHECKPOINTS`` (default ``runs/checkpoints``) ``/rl-sac``."""
+    return Path(os.environ.get("SYMKIT_CHECKPOINTS", "runs/checkpoints")) / "rl-sac"
+
+
 def checkpoint_dir(config: SACConfig) -> Path:
-    """Where a run keeps its checkpoints: ``$SYMKIT_CHECKPOINTS`` (default ``runs/checkpoints``) ``/rl-sac/``, then
-    the environment, model, seed and a hash of the config (without the legacy settings at their old values, so a
-    run stored before a setting existed keeps its folder)."""
-    root = Path(os.environ.get("SYMKIT_CHECKPOINTS", "runs/checkpoints"))
+    """Where a run keeps its checkpoints: in :func:`_checkpoints`, the environment, model, seed and a hash of the
+    config (without the legacy settings at their old values, so a run stored before a setting existed keeps its
+    folder)."""
     values = EXPERIMENT.identity(dataclasses.asdict(config))  # legacy settings at their old values: the old folder
     digest = hashlib.sha1(json.dumps(values, sort_keys=True).encode()).hexdigest()[:10]
-    return root / "rl-sac" / f"{config.env}-{config.model}-seed{config.seed}-{digest}"
+    return _checkpoints() / f"{config.env}-{config.model}-seed{config.seed}-{digest}"
+
+
+def _checkpointed(pattern: str = "*") -> Iterator[tuple[Path, dict[str, Any], dict[str, Any]]]:
+    """``(folder, config, curve)`` of every checkpoint folder matching ``pattern`` that holds a stored config and a
+    curve (folders of runs from before configs were stored, and runs not yet checkpointed, are passed over)."""
+    for folder in sorted(_checkpoints().glob(pattern)):
+        try:
+            config = json.loads((folder / "config.json").read_text())
+            curve = json.loads((folder / "curve.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(config, dict) and isinstance(curve, dict):
+            yield folder, config, curve
 
 
 def _without_budget(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,18 +141,13 @@ def shorter_run(config: SACConfig) -> Path | None:
     """The checkpoint a run of ``config`` continues: among the finished runs in ``checkpoint_dir(config).parent``
     whose stored config (``config.json``) equals ``config`` but for :data:`BUDGET_FIELDS` and whose ``steps`` are
     fewer, the longest that kept its replay buffer; None when there is none."""
-    mine = dataclasses.asdict(config)
+    mine = _without_budget(dataclasses.asdict(config))
     best: tuple[int, Path] | None = None
-    for folder in checkpoint_dir(config).parent.glob(f"{config.env}-{config.model}-seed{config.seed}-*"):
-        try:
-            theirs = json.loads((folder / "config.json").read_text())
-            done = int(json.loads((folder / "curve.json").read_text())["num_timesteps"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # not a run that recorded its config (older runs), or not checkpointed yet
+    for folder, theirs, curve in _checkpointed(f"{config.env}-{config.model}-seed{config.seed}-*"):
         steps = theirs.get("steps")
-        if (_without_budget(theirs) == _without_budget(mine) and isinstance(steps, int) and steps < config.steps
-                and done == steps and (folder / "replay.pkl").exists() and (folder / "sac.zip").exists()
-                and (best is None or steps > best[0])):
+        if (isinstance(steps, int) and steps < config.steps and curve.get("num_timesteps") == steps
+                and _without_budget(theirs) == mine and (folder / "replay.pkl").exists()
+                and (folder / "sac.zip").exists() and (best is None or steps > best[0])):
             best = (steps, folder)
     return best[1] if best else None
 
@@ -218,7 +224,7 @@ def _settings(config: Mapping[str, Any]) -> str:
     bilinear scale and hidden reps of the equivariant networks (the MLPs have neither), the target entropy and the
     standard deviation's form."""
     value = {k: config.get(k, v) for k, v in LEGACY.items()}
-    parts = [] if config.get("model") in MLP_MODELS else [f"bilinear {value['bilinear_scale']:g}",
+    parts = [] if config.get("model") in MLP_KINDS else [f"bilinear {value['bilinear_scale']:g}",
                                                           f"{value['hidden']} hidden"]
     return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g} dim A", f"{value['std_param']} std"])
 
@@ -261,17 +267,11 @@ def in_progress() -> list[dict[str, Any]]:
     """The runs under ``$SYMKIT_CHECKPOINTS/rl-sac`` that have checkpointed but not finished (a sweep stopped, or
     one still running): each one's stored ``config``, steps ``done`` and evaluation ``returns`` so far, ordered by
     environment, model and seed. Folders of runs from before configs were stored are passed over."""
-    root = Path(os.environ.get("SYMKIT_CHECKPOINTS", "runs/checkpoints")) / "rl-sac"
     running = []
-    for folder in sorted(root.glob("*")) if root.is_dir() else []:
-        try:
-            config = json.loads((folder / "config.json").read_text())
-            curve = json.loads((folder / "curve.json").read_text())
-            done, steps, returns = int(curve["num_timesteps"]), int(config["steps"]), list(curve["returns"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if done < steps and returns:
-            running.append({"config": config, "done": done, "returns": returns})
+    for _, config, curve in _checkpointed():
+        done, steps, returns = curve.get("num_timesteps"), config.get("steps"), curve.get("returns")
+        if isinstance(done, int) and isinstance(steps, int) and done < steps and returns:
+            running.append({"config": config, "done": done, "returns": list(returns)})
     return sorted(running, key=lambda r: (str(r["config"].get("env")), str(r["config"].get("model")),
                                           int(r["config"].get("seed", 0))))
 

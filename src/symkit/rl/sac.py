@@ -61,6 +61,7 @@ from symkit.nn.rpp import RPPGatedNonlinearity, RPPLinear
 from symkit.progress import progress_bar
 from symkit.reps import Scalar
 from symkit.rl.presets import LocomotionPreset, preset
+from symkit.rl.settings import HIDDEN, KINDS, MLP_KINDS, RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, STD_PARAMS
 from symkit.rl.transitions import hidden_rep, rl_code_hidden_rep, scale_last_layer
 from symkit.train import fused_options
 
@@ -68,21 +69,8 @@ __all__ = ["KINDS", "MLP_KINDS", "HIDDEN", "STD_PARAMS", "BASELINE_TAU", "RL_BIL
            "PresetFeatures", "SymmetricSACPolicy", "SACResult", "make_sac", "train_sac", "critic_tau",
            "area_under_curve", "best_so_far", "late_return"]
 
-KINDS = ("mlp", "relu-mlp", "emlp", "rpp")
-#: the kinds without symmetry: an MLP's hidden activation by kind
-MLP_KINDS = {"mlp": "swish", "relu-mlp": "relu"}
 BASELINE_TAU = 0.005  # Table A.9, every baseline
 RPP_BETAS = (0.5, 0.999)
-#: the bilinear layers' output scale in the RL code's flax EMLP (residual-pathway-priors ``rpp/flax.py``; emlp's
-#: objax and pytorch layers use 0.1, symkit's default)
-RL_BILINEAR_SCALE = 0.03
-#: the RL code's (and jax-rl's) target entropy, ``-0.5 x`` the action dimension (stable-baselines3's "auto": ``-1 x``)
-RL_TARGET_ENTROPY_SCALE = 0.5
-#: the hidden reps of the equivariant networks: the RL code's per environment, or 136/256 scalars and copies of V
-HIDDEN = ("rl-code", "uniform")
-#: how the actor's second head becomes the policy's standard deviation: the RL code's (jax-rl's) ``softplus``,
-#: clipped to ``[e^-10, e^2]``, or stable-baselines3's ``exp`` of the head clamped to ``[-20, 2]``
-STD_PARAMS = ("softplus", "exp")
 
 
 class _SoftplusLogStd(nn.Module):

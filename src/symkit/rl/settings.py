@@ -1,0 +1,23 @@
+"""The SAC settings' vocabulary and the RL code's values (thesis Sec. 3.6.1; the residual-pathway-priors RL code, a
+jax-rl fork), importable without stable-baselines3: :mod:`symkit.rl.sac` builds from them, and the rl-sac experiment
+validates and reports its configs with them."""
+
+from __future__ import annotations
+
+__all__ = ["KINDS", "MLP_KINDS", "HIDDEN", "STD_PARAMS", "RL_BILINEAR_SCALE", "RL_TARGET_ENTROPY_SCALE"]
+
+#: the network families of actor and critics: ``relu-mlp`` is the RL code's baseline (jax-rl's ReLU networks),
+#: ``mlp`` symkit's swish MLP (the EMLP chapters' baseline), ``emlp`` exactly equivariant, ``rpp`` the RPP-EMLP
+KINDS = ("relu-mlp", "mlp", "emlp", "rpp")
+#: the kinds without symmetry (no bilinear layers, no hidden reps): each one's hidden activation
+MLP_KINDS = {"mlp": "swish", "relu-mlp": "relu"}
+#: the hidden reps of the equivariant networks: the RL code's per environment, or 136/256 scalars and copies of V
+HIDDEN = ("rl-code", "uniform")
+#: how the actor's second head becomes the policy's standard deviation: the RL code's (jax-rl's) ``softplus``,
+#: clipped to ``[e^-10, e^2]``, or stable-baselines3's ``exp`` of the head clamped to ``[-20, 2]``
+STD_PARAMS = ("softplus", "exp")
+#: the bilinear layers' output scale in the RL code's flax EMLP (``rpp/flax.py``; emlp's objax and pytorch layers use
+#: 0.1, symkit's default)
+RL_BILINEAR_SCALE = 0.03
+#: the RL code's (and jax-rl's) target entropy, ``-0.5 x`` the action dimension (stable-baselines3's "auto": ``-1 x``)
+RL_TARGET_ENTROPY_SCALE = 0.5

@@ -213,9 +213,9 @@ def _clip_before_step(max_norm: float) -> Any:
 def _freeze_for_the_actor(critic: nn.Module, actor_optimizer: torch.optim.Optimizer) -> tuple[Any, Any]:
     """From each critic step to the next actor step the critics' parameters take no gradient: the actor's loss
     backpropagates through the critics to the actions only, not into weight gradients that the next critic update
-    zeroes unused (an update is the same, about 9% cheaper with RPP-EMLPs). Correct in any order of the two steps:
-    the critics are frozen only between a critic step and an actor step, where nothing trains them. Returns the two
-    hook handles (``.remove()`` them to turn it off)."""
+    zeroes unused (an update is the same, 12-17% cheaper with RPP-EMLPs: benchmarks/bench_sac.py). Correct in any
+    order of the two steps: the critics are frozen only between a critic step and an actor step, where nothing
+    trains them. Returns the two hook handles (``.remove()`` them to turn it off)."""
     params = list(critic.parameters())
 
     def freeze(*_: Any) -> None:

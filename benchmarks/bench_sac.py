@@ -1,0 +1,84 @@
+"""The cost of one SAC update (docs/rl.md, "Cost"): stable-baselines3's SAC with symkit's networks, per model and
+setting, against the RL code's ReLU baseline in the same run.
+
+    .venv/bin/python benchmarks/bench_sac.py [--env Hopper] [--updates 20] [--repeats 5] [--threads 1]
+        [--device cpu|cuda|mps]
+
+Rows: ``relu-mlp`` (the baseline), ``mlp`` (swish), the RPP-EMLP with the uniform hidden reps and with the RL
+code's (``rl-code``: ``126 T0 + 55 V + 5 V⊗V`` for Hopper), and each RPP once more without the critic freeze (the
+critics' weight gradients computed during the actor's loss, as stable-baselines3 does on its own). Each row builds
+the model with :func:`symkit.rl.sac.make_sac` (256 channels, batch 256), fills the replay buffer with 400 steps
+(100 updates), then times ``--repeats`` calls of ``model.train(gradient_steps=--updates)``: seconds per update,
+minimum and median, and the median's ratio to the baseline's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import benchcommon as bc
+from symkit import runtime
+from symkit.allocator import keep_freed_memory
+
+#: (label, kind, hidden, critic freeze)
+ROWS = (("relu-mlp", "relu-mlp", "rl-code", True), ("mlp (swish)", "mlp", "rl-code", True),
+        ("rpp, uniform hidden", "rpp", "uniform", True), ("rpp, uniform hidden, no freeze", "rpp", "uniform", False),
+        ("rpp, rl-code hidden", "rpp", "rl-code", True), ("rpp, rl-code hidden, no freeze", "rpp", "rl-code", False))
+
+
+def seconds_per_update(env: str, kind: str, hidden: str, freeze: bool, updates: int, repeats: int) -> list[float]:
+    """Seconds per update of ``repeats`` timed calls of ``updates`` SAC updates each (after 100 untimed ones)."""
+    from symkit.rl import PRESETS
+    from symkit.rl.sac import make_sac
+
+    p = PRESETS[env]
+    torch.manual_seed(0)
+    model = make_sac(p, kind, p.make_env(), learning_starts=300, buffer_size=5000, hidden=hidden, seed=0)
+    if not freeze:
+        for handle in model.policy.critic_frozen_hooks:
+            handle.remove()
+    model.learn(400)
+    times = []
+    for _ in range(repeats):
+        bc.synchronize(model.device)
+        start = time.perf_counter()
+        model.train(gradient_steps=updates, batch_size=256)
+        bc.synchronize(model.device)
+        times.append((time.perf_counter() - start) / updates)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="Hopper", help="a symkit.rl preset (default Hopper)")
+    parser.add_argument("--updates", type=int, default=20, help="updates per timed call (default 20)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per row (default 5)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as a sweep's workers)")
+    bc.add_device_option(parser)
+    args = parser.parse_args()
+    device = bc.device_of(args)
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError:
+        print("bench_sac: stable-baselines3 is not installed (pip install 'symkit[rl]'); nothing to time")
+        return
+    keep_freed_memory()
+    torch.set_num_threads(args.threads)
+    print(f"SAC updates on {args.env}, {bc.describe(device)}, {args.threads} thread(s), batch 256, 256 channels")
+    print("| model | s per update (min) | median | ratio to relu-mlp |")
+    print("|---|---|---|---|")
+    baseline = None
+    with runtime.using(runtime.RunSettings(device=str(device))):
+        for label, kind, hidden, freeze in ROWS:
+            times = seconds_per_update(args.env, kind, hidden, freeze, args.updates, args.repeats)
+            median = statistics.median(times)
+            baseline = baseline or median
+            print(f"| {label} | {min(times):.4f} | {median:.4f} | {median / baseline:.2f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

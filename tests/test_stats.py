@@ -7,8 +7,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats as scipy_stats
 
-from symkit.stats import interval, mean_and_error, standard_error
+from symkit.stats import difference, interval, mean_and_error, standard_error
 
 
 def test_hand_values():
@@ -33,3 +34,36 @@ def test_undefined_cases_are_nan():
 def test_affine_equivariance(values, shift, scale):
     se = standard_error(values)
     assert standard_error([scale * v + shift for v in values]) == pytest.approx(scale * se, rel=1e-6, abs=1e-9)
+
+
+def test_the_difference_of_two_samples_is_welchs_test_by_hand():
+    a, b = [5.0, 7.0, 6.0, 8.0], [1.0, 4.0, 2.0]
+    va, vb = np.var(a, ddof=1) / 4, np.var(b, ddof=1) / 3
+    t = (6.5 - 7 / 3) / math.sqrt(va + vb)
+    dof = (va + vb) ** 2 / (va**2 / 3 + vb**2 / 2)  # Welch-Satterthwaite
+    d = difference(a, b)
+    assert d.mean == pytest.approx(6.5 - 7 / 3, rel=1e-12) and d.error == pytest.approx(math.sqrt(va + vb), rel=1e-12)
+    assert d.p_greater == pytest.approx(scipy_stats.t.sf(t, dof), rel=1e-9) and d.p_greater < 0.01
+    assert d.p_less == pytest.approx(scipy_stats.t.cdf(t, dof), rel=1e-9)
+
+
+def test_the_difference_is_undefined_or_refused_where_it_should_be():
+    one = difference([3.0], [1.0, 2.0])
+    assert one.mean == 1.5 and math.isnan(one.error) and math.isnan(one.p_greater)
+    constant = difference([2.0, 2.0], [1.0, 1.0])
+    assert constant.error == 0 and math.isnan(constant.p_greater)
+    with pytest.raises(ValueError, match="sample b must be non-empty and finite"):
+        difference([1.0, 2.0], [1.0, float("nan")])
+    with pytest.raises(ValueError, match="sample a"):
+        difference([], [1.0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(-1000, 1000), min_size=2, max_size=10),
+       st.lists(st.integers(-1000, 1000), min_size=2, max_size=10))
+def test_swapping_the_samples_negates_the_difference_and_swaps_the_p_values(a, b):
+    d, r = difference(a, b), difference(b, a)
+    assert r.mean == pytest.approx(-d.mean, abs=1e-9) and r.error == pytest.approx(d.error, rel=1e-9, abs=1e-12)
+    if not math.isnan(d.p_greater):
+        assert d.p_greater + d.p_less == pytest.approx(1.0, abs=1e-12)
+        assert r.p_greater == pytest.approx(d.p_less, abs=1e-9)

@@ -5,18 +5,22 @@
 - :func:`interval`: the half-width of a two-sided confidence interval around the mean: Student's t with ``n - 1``
   degrees of freedom (``kind="t"``, the default) or the normal approximation (``kind="normal"``, the ``1.96 sd /
   sqrt(n)`` that some papers print).
+- :func:`difference`: two independent samples' difference of means, its standard error and Welch's one-sided
+  p-value (``scipy.stats.ttest_ind`` with unequal variances): is the first mean greater?
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-__all__ = ["interval", "mean_and_error", "standard_error"]
+__all__ = ["Difference", "difference", "interval", "mean_and_error", "standard_error"]
 
 
 def _values(values: Sequence[float] | np.ndarray | Any, axis: int | None = None) -> np.ndarray:
@@ -59,3 +63,33 @@ def mean_and_error(values: Sequence[float] | np.ndarray | Any) -> tuple[float, f
     if arr.size < 2 or not np.all(np.isfinite(arr)):
         return mean, math.nan
     return mean, standard_error(arr)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``mean(a) - mean(b)``, its standard error ``sqrt(se_a^2 + se_b^2)`` and Welch's one-sided p-value for
+    ``mean(a) > mean(b)`` (``p_greater``) and for ``mean(a) < mean(b)`` (``p_less``); ``nan`` where undefined."""
+
+    mean: float
+    error: float
+    p_greater: float
+    p_less: float
+
+
+def difference(a: Sequence[float] | np.ndarray | Any, b: Sequence[float] | np.ndarray | Any) -> Difference:
+    """Two independent samples compared (Welch's t-test, unequal variances: seeds of two methods). The p-values are
+    ``nan`` with fewer than two values on a side or when both samples are constant."""
+    x, y = _values(a), _values(b)
+    for name, v in (("a", x), ("b", y)):
+        if not v.size or not np.all(np.isfinite(v)):
+            raise ValueError(f"difference: sample {name} must be non-empty and finite, got {v.tolist()!r}")
+    mean = float(x.mean() - y.mean())
+    if x.size < 2 or y.size < 2:
+        return Difference(mean, math.nan, math.nan, math.nan)
+    error = math.hypot(standard_error(x), standard_error(y))
+    if error == 0:
+        return Difference(mean, 0.0, math.nan, math.nan)
+    with warnings.catch_warnings():  # scipy warns of precision loss for a constant sample, whose variance is exact
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        greater = stats.ttest_ind(x, y, equal_var=False, alternative="greater").pvalue
+    return Difference(mean, error, float(greater), float(1.0 - greater))

@@ -87,7 +87,7 @@ def test_runs_of_other_settings_are_separate_rows_and_curves():
     configs = [{**old, **new}, old, {**old, "bilinear_scale": 0.03}, {**old, "model": "mlp"},
                {**old, **new, "model": "relu-mlp"}]
     rows = [{"config": c, "n": 1, "mean": {}, "by_seed": {0: curve}} for c in configs]
-    lines = summarize(rows).splitlines()[2:]
+    lines = summarize(rows).split("\n\n")[0].splitlines()[2:]  # the results, not the comparisons below them
     legacy, rl_code = "entropy -1 dim A, exp std", "entropy -0.5 dim A, softplus std"
     expected = [("mlp", legacy), ("relu-mlp", rl_code), ("rpp", f"bilinear 0.03, rl-code hidden, {rl_code}"),
                 ("rpp", f"bilinear 0.03, uniform hidden, {legacy}"), ("rpp", f"bilinear 0.1, uniform hidden, {legacy}")]
@@ -204,3 +204,33 @@ def test_the_report_lists_the_runs_in_progress_from_their_checkpoints(tmp_path, 
     assert running["done"] == 20_000 and running["config"]["steps"] == 60_000
     assert summarize([]).splitlines()[-1] == ("| Hopper | 60000 | rpp | bilinear 0.03, rl-code hidden, "
                                              "entropy -0.5 dim A, softplus std | 1 | 20000 | 300 | 450 |")
+
+
+def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_given_a_verdict():
+    """The verdict reads the late return (the evaluations in the last fifth of the steps) by Welch's one-sided test:
+    ahead or behind at p < 0.05 with three seeds a side, else level; fewer seeds are too few. An MLP run of other
+    SAC settings (entropy target, std) is not a baseline; an MLP is the baseline of every bilinear scale."""
+    from symkit.experiments.rl_sac import MIN_SEEDS, comparisons, summarize
+
+    def row(model, finals, **settings):
+        by_seed = {s: {"curve_steps": [0, 50, 100], "curve_returns": [0.0, f / 2, f]} for s, f in enumerate(finals)}
+        config = {"env": "Hopper", "model": model, "steps": 100, **settings}
+        return {"config": config, "n": len(finals), "mean": {}, "by_seed": by_seed}
+
+    rl = {"target_entropy_scale": 0.5, "std_param": "softplus"}
+    rows = [row("relu-mlp", [400, 300, 500, 420], **rl), row("mlp", [2000, 2100, 1900, 2050]),  # other settings
+            row("rpp", [700, 800, 650, 750], bilinear_scale=0.03, hidden="rl-code", **rl),
+            row("rpp", [100, 150, 120], bilinear_scale=0.1, hidden="rl-code", **rl),
+            row("emlp", [350, 600, 200, 450], bilinear_scale=0.2, **rl),
+            row("rpp", [900, 950], bilinear_scale=0.05, hidden="rl-code", **rl)]
+    got = {c["settings"].split(",")[0]: c for c in comparisons(rows)}
+    assert sorted(got) == ["bilinear 0.03", "bilinear 0.05", "bilinear 0.1", "bilinear 0.2"]
+    assert {c["against"] for c in got.values()} == {"relu-mlp"}
+    ahead, behind, level, few = (got[f"bilinear {b}"] for b in ("0.03", "0.1", "0.2", "0.05"))
+    assert ahead["late"].mean == pytest.approx(725 - 405) and ahead["verdict"].startswith("ahead (p = 0.00")
+    assert behind["verdict"].startswith("behind (p = ") and behind["seeds"] == (3, 4)
+    assert level["model"] == "emlp" and level["verdict"] == "level"
+    assert few["seeds"][0] < MIN_SEEDS and few["verdict"] == "too few seeds"
+    assert few["final"].mean == pytest.approx(925 - 405) and few["late"].p_greater < 0.05  # two seeds: no verdict
+    table = summarize(rows).split("Against the MLP")[1].splitlines()
+    assert table[4].startswith("| Hopper | 100 | emlp |") and table[5].endswith(ahead["verdict"] + " |")

@@ -53,8 +53,9 @@ from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.rl.presets import PRESETS, preset
 from symkit.rl.settings import HIDDEN, KINDS, MLP_KINDS, RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, STD_PARAMS
+from symkit.stats import difference
 
-__all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "in_progress", "figures", "FULL_STEPS"]
+__all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "in_progress", "comparisons", "figures", "FULL_STEPS"]
 
 #: the thesis's run length; a finished run this long or longer drops its replay buffer (a run shorter keeps it, so
 #: a longer budget can continue it: 200 MB for Hopper's 10^6 transitions, stored whole however many are filled)
@@ -64,6 +65,13 @@ BUDGET_FIELDS = ("steps", "checkpoint_every")
 #: settings added after runs were stored, with the value those runs had (:attr:`Experiment.legacy`): emlp's bilinear
 #: scale, symkit's uniform hidden reps, stable-baselines3's target entropy ``-|A|`` and ``exp`` standard deviation
 LEGACY = {"bilinear_scale": 0.1, "hidden": "uniform", "target_entropy_scale": 1.0, "std_param": "exp"}
+#: the report's verdict (:func:`comparisons`): an equivariant model is ahead of (behind) the MLP run with the same
+#: settings when its late return is higher (lower) with Welch's one-sided p-value below ``SIGNIFICANCE``, with at
+#: least ``MIN_SEEDS`` seeds on each side; otherwise level
+SIGNIFICANCE = 0.05
+MIN_SEEDS = 3
+#: settings of the equivariant networks alone: an MLP run is the baseline of every value of them
+NETWORK_FIELDS = ("bilinear_scale", "hidden")
 
 
 @dataclass
@@ -252,6 +260,18 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
         lines.append(f"| {r['config'].get('env')} | {r['config'].get('steps', '')} | {r['config'].get('model')} | "
                      f"{_settings(r['config'])} | {r['n']} | " + " | ".join(columns)
                      + f" | {per_seed} | {r['mean'].get('seconds_per_update', math.nan):.3f} |")
+    compared = comparisons(rows)
+    if compared:
+        lines += ["", "Against the MLP of the same settings (difference of seed means ± its standard error; p: Welch's "
+                  "one-sided t-test that the model is ahead; the verdict reads the late return at p < "
+                  f"{SIGNIFICANCE:g} with at least {MIN_SEEDS} seeds a side):", "",
+                  "| env | steps | model | settings | against | seeds | late return | p | mean return over the curve "
+                  "| p | final return | p | verdict |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for c in compared:
+            cells = [f"{d.mean:+.1f} ± {d.error:.1f} | {d.p_greater:.3f}" for d in (c["late"], c["curve"], c["final"])]
+            lines.append(f"| {c['env']} | {c['steps']} | {c['model']} | {c['settings']} | {c['against']} | "
+                         f"{c['seeds'][0]} vs {c['seeds'][1]} | " + " | ".join(cells) + f" | {c['verdict']} |")
     running = in_progress()
     if running:
         lines += ["", "Runs in progress (read from their checkpoints; not results until they finish):", "",
@@ -261,6 +281,52 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
                   f"{_settings(r['config'])} | {r['config'].get('seed')} | {r['done']} | {r['returns'][-1]:.0f} | "
                   f"{max(r['returns']):.0f} |" for r in running]
     return "\n".join(lines)
+
+
+def _baseline_key(config: Mapping[str, Any]) -> tuple:
+    """What an equivariant run and its MLP baseline share: every setting but the model, the seed and the
+    equivariant networks' own (a setting a stored run lacks has its :data:`LEGACY` value)."""
+    full = {**LEGACY, **config}
+    return tuple(sorted((k, repr(v)) for k, v in full.items() if k not in ("model", "seed", *NETWORK_FIELDS)))
+
+
+def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every equivariant row (``rpp``, ``emlp``) against each MLP row (``relu-mlp``, ``mlp``) of the same settings
+    (:func:`_baseline_key`: environment, steps, target entropy, std, ...): the differences of the seeds' final,
+    late and curve-mean returns (:class:`symkit.stats.Difference`) and the verdict on the late return
+    (``SIGNIFICANCE``, ``MIN_SEEDS``): ``"ahead (p = ...)"``, ``"behind (p = ...)"``, ``"level"`` or ``"too few
+    seeds"``."""
+    def per_seed(row: Mapping[str, Any]) -> list[tuple[float, float, float, float]]:
+        return [_curve_means(m) for m in row.get("by_seed", {}).values() if "curve_returns" in m]
+
+    baselines: dict[tuple, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r["config"].get("model") in MLP_KINDS:
+            baselines.setdefault(_baseline_key(r["config"]), []).append(r)
+    out = []
+    for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), r["config"].get("steps") or 0,
+                                         str(r["config"].get("model")), _settings(r["config"]))):
+        if r["config"].get("model") in MLP_KINDS:
+            continue
+        ours = per_seed(r)
+        for b in sorted(baselines.get(_baseline_key(r["config"]), []), key=lambda b: str(b["config"].get("model"))):
+            theirs = per_seed(b)
+            if not ours or not theirs:
+                continue
+            final, late, curve = (difference([c[i] for c in ours], [c[i] for c in theirs]) for i in (0, 1, 2))
+            if min(len(ours), len(theirs)) < MIN_SEEDS:
+                verdict = "too few seeds"
+            elif late.p_greater < SIGNIFICANCE:
+                verdict = f"ahead (p = {late.p_greater:.3f})"
+            elif late.p_less < SIGNIFICANCE:
+                verdict = f"behind (p = {late.p_less:.3f})"
+            else:
+                verdict = "level"
+            out.append({"env": r["config"].get("env"), "steps": r["config"].get("steps"),
+                        "model": r["config"].get("model"), "settings": _settings(r["config"]),
+                        "against": b["config"].get("model"), "seeds": (len(ours), len(theirs)), "final": final,
+                        "late": late, "curve": curve, "verdict": verdict})
+    return out
 
 
 def in_progress() -> list[dict[str, Any]]:

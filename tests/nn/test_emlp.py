@@ -264,6 +264,7 @@ def test_large_permutation_bases_are_gathers_with_the_same_weights(group, monkey
     import symkit.nn.emlp as emlp
 
     rep_in, rep_out = V(group) + V(group) ** 2, V(group) ** 2 + Scalar
+    monkeypatch.setattr(emlp, "GATHER_LIMIT", 0)  # block by block (the layer-wide gather is tested below)
     torch.manual_seed(0)
     dense = EquivariantLinear(rep_in, rep_out, dtype=torch.float64)
     monkeypatch.setattr(emlp, "DENSE_LIMIT", 0)
@@ -277,6 +278,41 @@ def test_large_permutation_bases_are_gathers_with_the_same_weights(group, monkey
     for a, b in zip(g1, g2):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     assert gathered.check_equivariance() < 1e-12
+
+
+@pytest.mark.parametrize("case", ["Z2-rl", "S4", "Z5-rank0", "O3"])
+def test_one_nonzero_per_basis_row_expands_by_one_gather_with_the_blocks_values(case, monkeypatch):
+    """Up to GATHER_LIMIT entries, a weight (or bias) whose every basis row has at most one nonzero is one gather of
+    all coefficients: the very values of the block-by-block expansion (nothing is summed), and its gradients; O(3)'s
+    weight bases have rows of several nonzeros and keep the blocks."""
+    import symkit.nn.emlp as emlp
+    from symkit.groups import O, S, Z
+    from symkit.rl import PRESETS
+    from symkit.rl.transitions import rl_code_hidden_rep
+
+    reps = {"Z2-rl": lambda: (rl_code_hidden_rep(PRESETS["Hopper"], 64),) * 2,
+            "S4": lambda: (V(S(4)) + V(S(4)) ** 2, V(S(4)) ** 2 + 2 * Scalar),
+            "Z5-rank0": lambda: (V(Z(5)) ** 3, Scalar + V(Z(5))),  # V -> V: a block of every rank
+            "O3": lambda: (V(O(3)) ** 2, V(O(3)) ** 2 + Scalar)}  # the trace map: 3 nonzeros a row
+    rep_in, rep_out = reps[case]()
+    torch.manual_seed(0)
+    layer = EquivariantLinear(rep_in, rep_out, dtype=torch.float64, irreps=False)
+    monkeypatch.setattr(emlp, "GATHER_LIMIT", 0)
+    torch.manual_seed(0)
+    blocks = EquivariantLinear(rep_in, rep_out, dtype=torch.float64, irreps=False)
+    assert not blocks.weight_basis._gather
+    assert layer.weight_basis._gather == (case != "O3") and layer.bias_basis._gather  # O(3)'s invariants: identities
+    with torch.no_grad():  # biases start at zero: give them values to compare
+        for a, b in zip(layer.bias_basis.coefficients, blocks.bias_basis.coefficients):
+            a.normal_(), b.copy_(a)
+    assert torch.equal(layer.weight, blocks.weight) and torch.equal(layer.bias, blocks.bias)
+    x = torch.randn(5, rep_in.size, dtype=torch.float64)
+    g1 = torch.autograd.grad(layer(x).square().sum(), list(layer.parameters()))
+    g2 = torch.autograd.grad(blocks(x).square().sum(), list(blocks.parameters()))
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
+    assert "gather_index" not in layer.state_dict() and layer.state_dict().keys() == blocks.state_dict().keys()
+    assert layer.check_equivariance() < 1e-12
 
 
 @pytest.mark.parametrize("group", ["O(3)", "S(4)", "O13()"])

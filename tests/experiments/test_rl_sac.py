@@ -234,3 +234,4 @@ def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_give
     assert few["final"].mean == pytest.approx(925 - 405) and few["late"].p_greater < 0.05  # two seeds: no verdict
     table = summarize(rows).split("Against the MLP")[1].splitlines()
     assert table[4].startswith("| Hopper | 100 | emlp |") and table[5].endswith(ahead["verdict"] + " |")
+

@@ -76,7 +76,7 @@ NETWORK_FIELDS = ("bilinear_scale", "hidden")
 
 @dataclass
 class SACConfig:
-    env: str = "Hopper"  # a preset name: Walker2d, Hopper, HalfCheetah, Swimmer, Ant, Humanoid
+    env: str = "Hopper"  # a preset: Walker2d, Hopper, HalfCheetah, Swimmer, Ant, Humanoid (or InvertedPendulum)
     model: str = "rpp"  # actor and critics: "rpp", "emlp", "relu-mlp" (the thesis's baseline) or "mlp" (swish)
     steps: Count = 1_000_000
     learning_starts: Count = 10_000

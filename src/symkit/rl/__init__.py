@@ -4,7 +4,7 @@ SAC with RPP-EMLP actor and critics (:mod:`symkit.rl.sac`, imported on its own: 
 settings' names and the RL code's values are in :mod:`symkit.rl.settings`, which does not). The environments and SAC
 need the ``rl`` extra: ``pip install 'symkit[rl]'``."""
 
-from symkit.rl.presets import PRESETS, LocomotionPreset, preset, quaternion_to_matrix, require_gymnasium
+from symkit.rl.presets import EXTRA_PRESETS, PRESETS, LocomotionPreset, preset, quaternion_to_matrix, require_gymnasium
 from symkit.rl.transitions import (
     Rollouts,
     TransitionModel,
@@ -18,7 +18,7 @@ from symkit.rl.transitions import (
 )
 
 __all__ = [
-    "PRESETS", "LocomotionPreset", "preset", "quaternion_to_matrix", "require_gymnasium", "Rollouts",
+    "PRESETS", "EXTRA_PRESETS", "LocomotionPreset", "preset", "quaternion_to_matrix", "require_gymnasium", "Rollouts",
     "TransitionModel", "build_transition_net", "collect_rollouts", "evaluate_transition_model", "hidden_rep",
     "model_rollout", "sample_chunks", "train_transition_model",
 ]

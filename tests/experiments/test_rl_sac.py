@@ -35,7 +35,7 @@ def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, 
     assert folder.parent == tmp_path / "rl-sac" and (folder / "sac.zip").exists()
     again = exp.run(config)  # a finished run is not trained again
     assert again["resumed_from"] == 600 and again["curve_returns"] == out["curve_returns"]
-    assert sorted(os.listdir(folder)) == ["config.json", "curve.json", "replay.pkl", "sac.zip"]  # below FULL_STEPS
+    assert sorted(os.listdir(folder)) == [".lock", "config.json", "curve.json", "replay.pkl", "sac.zip"]  # < FULL_STEPS
     longer = exp.make_config(quick=True, model="rpp", env="Walker2d", steps=900, checkpoint_every=900)
     assert shorter_run(longer) == folder
     more = exp.run(longer)  # a longer budget carries the finished run on
@@ -235,3 +235,35 @@ def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_give
     table = summarize(rows).split("Against the MLP")[1].splitlines()
     assert table[4].startswith("| Hopper | 100 | emlp |") and table[5].endswith(ahead["verdict"] + " |")
 
+
+
+def _hold_folder(folder, ready, release):
+    from symkit._locks import exclusive
+
+    with exclusive(folder, "another sweep"):
+        ready.set()
+        release.wait(60)
+
+
+def test_a_run_that_another_process_is_training_is_refused_not_trained_twice(tmp_path):
+    """Two processes on one run would mix their checkpoints (policy, replay buffer and curve are separate files):
+    the second is refused with the holder's pid, and nothing of the run is written."""
+    import multiprocessing
+
+    from symkit._locks import RunInUse
+
+    exp = get_experiment("rl-sac")
+    config = exp.make_config(quick=True, model="relu-mlp")
+    folder = checkpoint_dir(config)
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_folder, args=(str(folder), ready, release))
+    holder.start()
+    try:
+        assert ready.wait(60)
+        with pytest.raises(RunInUse, match=rf"rl-sac: .* in use by another process \(pid {holder.pid}\)"):
+            exp.run(config)
+        assert sorted(os.listdir(folder)) == [".lock"]
+    finally:
+        release.set()
+        holder.join(60)

@@ -241,12 +241,12 @@ def test_a_run_resumes_from_its_checkpoint(tmp_path):
               learning_starts=100, batch_size=32, buffer_size=1000)
     first = train_sac(p, "rpp", 200, keep_replay=True, **kw)
     assert first.steps == [0, 100, 200] and first.resumed_from == 0
-    assert sorted(os.listdir(tmp_path)) == ["curve.json", "replay.pkl", "sac.zip"]
+    assert sorted(os.listdir(tmp_path)) == [".lock", "curve.json", "replay.pkl", "sac.zip"]  # .lock: symkit._locks
     second = train_sac(p, "rpp", 300, **kw)  # a longer run with the same checkpoint goes on from step 200
     assert second.resumed_from == 200 and second.steps == [0, 100, 200, 300]
     assert second.returns[:3] == first.returns and second.model.num_timesteps == 300
     assert second.model.replay_buffer.size() == 300
-    assert sorted(os.listdir(tmp_path)) == ["curve.json", "sac.zip"]  # a finished run drops its replay buffer
+    assert sorted(os.listdir(tmp_path)) == [".lock", "curve.json", "sac.zip"]  # a finished run drops its replay buffer
     again = train_sac(p, "rpp", 300, **kw)  # finished: nothing to train, the stored curve comes back
     assert again.returns == second.returns and again.resumed_from == 300
 

@@ -34,6 +34,7 @@ Measured figures: docs/rl.md.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -49,6 +50,7 @@ import numpy as np
 
 from symkit import runtime
 from symkit._checks import require
+from symkit._locks import exclusive
 from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.rl.presets import PRESETS, preset
@@ -176,7 +178,8 @@ def _start_from(source: Path, folder: Path) -> None:
 
 
 def run(config: SACConfig) -> dict[str, Any]:
-    """Train SAC on one environment and report its learning curve (module docstring)."""
+    """Train SAC on one environment and report its learning curve (module docstring). The run holds its checkpoint
+    folder while it trains (:func:`symkit._locks.exclusive`): a second process given the same run is refused."""
     from symkit.rl.sac import area_under_curve, train_sac
 
     _validate(config)
@@ -187,23 +190,24 @@ def run(config: SACConfig) -> dict[str, Any]:
         learning_starts = min(learning_starts, 64)
         steps = eval_every = buffer_size = min(steps, learning_starts + (runtime.current().max_batches or 2))
         eval_episodes, checkpoints = 1, None
-    source = None
-    if checkpoints is not None:
-        if not (checkpoints / "curve.json").exists():
-            source = shorter_run(config)
-            if source is not None:
-                _start_from(source, checkpoints)
-        checkpoints.mkdir(parents=True, exist_ok=True)
-        (checkpoints / "config.json").write_text(json.dumps(dataclasses.asdict(config), sort_keys=True))
-    result = train_sac(
-        p, config.model, steps, seed=config.seed, eval_every=eval_every,
-        eval_episodes=eval_episodes, checkpoint_dir=checkpoints,
-        checkpoint_every=config.checkpoint_every, ch=config.ch, num_layers=config.num_layers,
-        learning_starts=learning_starts, batch_size=config.batch_size, buffer_size=buffer_size,
-        lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd,
-        max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale, hidden=config.hidden,
-        target_entropy_scale=config.target_entropy_scale, std_param=config.std_param,
-        keep_replay=config.steps < FULL_STEPS)
+    with exclusive(checkpoints, "rl-sac") if checkpoints is not None else contextlib.nullcontext():
+        source = None
+        if checkpoints is not None:
+            if not (checkpoints / "curve.json").exists():
+                source = shorter_run(config)
+                if source is not None:
+                    _start_from(source, checkpoints)
+            checkpoints.mkdir(parents=True, exist_ok=True)
+            (checkpoints / "config.json").write_text(json.dumps(dataclasses.asdict(config), sort_keys=True))
+        result = train_sac(
+            p, config.model, steps, seed=config.seed, eval_every=eval_every,
+            eval_episodes=eval_episodes, checkpoint_dir=checkpoints,
+            checkpoint_every=config.checkpoint_every, ch=config.ch, num_layers=config.num_layers,
+            learning_starts=learning_starts, batch_size=config.batch_size, buffer_size=buffer_size,
+            lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd,
+            max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale, hidden=config.hidden,
+            target_entropy_scale=config.target_entropy_scale, std_param=config.std_param,
+            keep_replay=config.steps < FULL_STEPS)
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),

@@ -56,6 +56,7 @@ from torch import nn
 
 from symkit import runtime
 from symkit._checks import check_number
+from symkit._locks import exclusive
 from symkit.nn import EMLP, MLP, RPPEMLP, EquivariantLinear
 from symkit.nn.rpp import RPPGatedNonlinearity, RPPLinear
 from symkit.progress import progress_bar
@@ -388,12 +389,25 @@ def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval
     task, termination included); evaluate the deterministic policy over ``eval_episodes`` episodes every
     ``eval_every`` steps and at the end. With ``checkpoint_dir`` the run saves itself every ``checkpoint_every``
     steps and resumes from there; the finished run keeps its model (``sac.zip``) and curve (``curve.json``) and
-    deletes its replay buffer unless ``keep_replay``. ``sac_kwargs`` go to :func:`make_sac`."""
-    from stable_baselines3.common.monitor import Monitor
-
+    deletes its replay buffer unless ``keep_replay``. ``sac_kwargs`` go to :func:`make_sac`. While it trains, the run
+    holds ``checkpoint_dir`` (:func:`symkit._locks.exclusive`): a second process given the same folder is refused
+    (:class:`symkit._locks.RunInUse`) rather than mixing its checkpoints with this one's."""
     if steps < 1 or eval_every < 1 or checkpoint_every < 1:
         raise ValueError(f"train_sac: steps, eval_every and checkpoint_every must be >= 1, got {steps}, "
                          f"{eval_every}, {checkpoint_every}")
+    if checkpoint_dir is None:
+        return _train_sac(p, kind, steps, seed, eval_every, eval_episodes, None, checkpoint_every, keep_replay,
+                          sac_kwargs)
+    with exclusive(checkpoint_dir, f"train_sac ({p.name}, {kind})"):
+        return _train_sac(p, kind, steps, seed, eval_every, eval_episodes, checkpoint_dir, checkpoint_every,
+                          keep_replay, sac_kwargs)
+
+
+def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every: int, eval_episodes: int,
+               checkpoint_dir: str | os.PathLike | None, checkpoint_every: int, keep_replay: bool,
+               sac_kwargs: dict[str, Any]) -> SACResult:
+    from stable_baselines3.common.monitor import Monitor
+
     env = Monitor(p.make_env())
     eval_env = Monitor(p.make_env())
     eval_env.reset(seed=seed + 10_000)

@@ -1,0 +1,64 @@
+"""One process at a time per run folder: an exclusive lock that a second process is refused, with a clear error.
+
+A run whose checkpoint is several files (SAC's policy, replay buffer and curve) would mix two processes' files if
+both trained it at once (two overlapping sweeps, a sweep started twice), and then resume from the mixture.
+:func:`exclusive` holds an advisory lock (``fcntl.flock``) on ``<folder>/.lock`` while the run touches its folder:
+released when the run ends or its process dies (a killed sweep leaves no stale lock), re-entrant within a process
+(the experiment and :func:`symkit.rl.sac.train_sac` both take it). The lock file keeps the holder's process id for
+the message. Where ``fcntl`` is missing (Windows) folders are not guarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["RunInUse", "exclusive"]
+
+_held: dict[Path, int] = {}  # folders this process holds, with how many nested holds
+
+
+class RunInUse(RuntimeError):
+    """Another process holds the run's folder."""
+
+
+@contextlib.contextmanager
+def exclusive(folder: str | os.PathLike, what: str) -> Iterator[None]:
+    """Hold ``folder`` (created if missing) for this process, or raise :class:`RunInUse` naming ``what``, the folder
+    and the holder's process id."""
+    path = Path(folder).resolve()
+    if path in _held or fcntl is None:
+        _held[path] = _held.get(path, 0) + 1
+        try:
+            yield
+        finally:
+            _held[path] -= 1
+            if not _held[path]:
+                del _held[path]
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise RunInUse(f"{what}: {path} is in use by another process (pid {holder}); two processes training one run "
+                       "would mix their checkpoints. Wait for it to finish (or stop it: the run resumes from its last "
+                       "checkpoint), then start this again") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        _held[path] = 1
+        yield
+    finally:
+        _held.pop(path, None)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

@@ -1,0 +1,51 @@
+"""A run folder is held by one process at a time (symkit._locks): a second process is refused with the holder's pid,
+the same process may hold it again (nested), and a killed holder leaves no stale lock."""
+
+import multiprocessing
+import os
+import signal
+
+import pytest
+
+from symkit._locks import RunInUse, exclusive
+
+pytest.importorskip("fcntl")
+
+
+def _hold(folder, ready, release):
+    with exclusive(folder, "holder"):
+        ready.set()
+        release.wait(30)
+
+
+def _holder(folder):
+    ctx = multiprocessing.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_hold, args=(str(folder), ready, release))
+    proc.start()
+    assert ready.wait(60), "the holder did not take the lock"
+    return proc, release
+
+
+def test_a_second_process_is_refused_and_told_who_holds_the_folder(tmp_path):
+    folder = tmp_path / "run"
+    proc, release = _holder(folder)
+    try:
+        with pytest.raises(RunInUse, match=rf"rl-sac: .*run is in use by another process \(pid {proc.pid}\)"):
+            with exclusive(folder, "rl-sac"):
+                pass
+    finally:
+        release.set()
+        proc.join(30)
+    with exclusive(folder, "rl-sac"):  # released: free again
+        with exclusive(folder, "train_sac"):  # nested in one process
+            pass
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
+    folder = tmp_path / "run"
+    proc, _ = _holder(folder)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(30)
+    with exclusive(folder, "rl-sac"):
+        assert (folder / ".lock").read_text() == str(os.getpid())

@@ -315,6 +315,23 @@ def test_one_nonzero_per_basis_row_expands_by_one_gather_with_the_blocks_values(
     assert layer.check_equivariance() < 1e-12
 
 
+def test_layers_that_train_through_the_irreducible_form_or_are_large_keep_the_blocks():
+    """The single gather costs 8 bytes an entry: a layer whose training passes go through its irreducible form (S(4)
+    at 300 channels) and a layer above GATHER_LIMIT entries (400 x 400) do not hold one."""
+    import symkit.nn.emlp as emlp
+    from symkit.groups import S
+
+    rep = uniform_rep(300, S(4))
+    irreducible = EquivariantLinear(rep, rep)
+    assert irreducible.irrep_product is not None and not irreducible.weight_basis._gather
+    assert not any("gather" in name for name, _ in irreducible.weight_basis.named_buffers())
+    big = uniform_rep(400, S(4))
+    dense = EquivariantLinear(big, big, irreps=False)
+    assert big.size**2 > emlp.GATHER_LIMIT and not dense.weight_basis._gather
+    small = EquivariantLinear(uniform_rep(64, S(4)), uniform_rep(64, S(4)), irreps=False)
+    assert small.weight_basis._gather and small.weight_basis.gather_index.dtype == torch.int32
+
+
 @pytest.mark.parametrize("group", ["O(3)", "S(4)", "O13()"])
 def test_the_bilinear_layer_counts_the_multiply_adds_its_matrix_products_do(group, monkeypatch):
     """``BiLinear.multiply_adds`` (what bench_models.py compares with a dense layer) is what torch's flop counter

@@ -92,9 +92,10 @@ def _dense(Q: Any) -> np.ndarray:
 #: a basis block with more entries than this (size x rank) is kept in a sparse form when its sparsity allows
 DENSE_LIMIT = 1 << 22
 #: a flat vector (weight or bias) of at most this many entries whose every basis row has one nonzero is expanded
-#: by one gather (:meth:`_BasisExpansion._single_gather`); larger ones keep a gather per block (memory: the index
-#: and scale hold 12 bytes an entry in float32)
-GATHER_LIMIT = 1 << 20
+#: by one gather (:meth:`_BasisExpansion._single_gather`): the 256 x 256 layers of the RL networks, where the
+#: per-block operations' overhead is most of the expansion's time; larger ones keep the blocks, whose buffers are
+#: smaller (the gather's index and scale hold 8 bytes an entry in float32)
+GATHER_LIMIT = 1 << 17
 
 
 def _basis_form(Q: Any) -> tuple[str, Any]:
@@ -169,7 +170,8 @@ class _BasisExpansion(nn.Module):
         scale of all coefficients side by side (``gather_index``, ``gather_scale``, in the vector's order): the same
         values as the block products (one nonzero: nothing is summed), in 3 operations instead of about 3 a block
         (the 256-channel Z2 layer of the RL networks: 0.46 -> 0.27 ms forward and backward). Not saved with the
-        state (derived from the basis, as the blocks are)."""
+        state (derived from the basis, as the blocks are); layers that train through their irreducible form drop it
+        (:meth:`use_blocks`)."""
         if not 0 < self.size <= GATHER_LIMIT or not sum(c.numel() for c in self.coefficients):
             return False
         index, scale, start = [], [], 0
@@ -189,10 +191,16 @@ class _BasisExpansion(nn.Module):
             start += m * r
         index = np.concatenate([i.reshape(-1) for i in index])[inverse]
         scale = np.concatenate([v.reshape(-1) for v in scale])[inverse]
-        self.register_buffer("gather_index", torch.as_tensor(index, dtype=torch.long, device=f["device"]),
+        self.register_buffer("gather_index", torch.as_tensor(index, dtype=torch.int32, device=f["device"]),
                              persistent=False)
         self.register_buffer("gather_scale", torch.as_tensor(scale, **f), persistent=False)
         return True
+
+    def use_blocks(self) -> None:
+        """Expand block by block from now on and free the single gather's buffers (if there were any)."""
+        if self._gather:
+            del self.gather_index, self.gather_scale
+            self._gather = False
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -270,6 +278,8 @@ class EquivariantLinear(Equivariant, nn.Module):
         plan = plan_irreps(rep_in, rep_out, blocks, sizes) if irreps else None
         #: ``W x`` through the irreducible basis (:mod:`symkit.nn._isotypic`) where that is much cheaper, else None
         self.irrep_product = None if plan is None else IrrepProduct(plan, rep_in.size, rep_out.size, device, dtype)
+        if self.irrep_product is not None:  # the dense weight is then for small batches and export: keep the blocks
+            self.weight_basis.use_blocks()
 
     @property
     def weight(self) -> torch.Tensor:

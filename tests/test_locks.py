@@ -40,6 +40,8 @@ def test_a_second_process_is_refused_and_told_who_holds_the_folder(tmp_path):
     with exclusive(folder, "rl-sac"):  # released: free again
         with exclusive(folder, "train_sac"):  # nested in one process
             pass
+    with exclusive(None, "a run without checkpoints"):  # nothing to hold
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path):

@@ -30,9 +30,12 @@ class RunInUse(RuntimeError):
 
 
 @contextlib.contextmanager
-def exclusive(folder: str | os.PathLike, what: str) -> Iterator[None]:
+def exclusive(folder: str | os.PathLike | None, what: str) -> Iterator[None]:
     """Hold ``folder`` (created if missing) for this process, or raise :class:`RunInUse` naming ``what``, the folder
-    and the holder's process id."""
+    and the holder's process id. ``None`` (a run without checkpoints) holds nothing."""
+    if folder is None:
+        yield
+        return
     path = Path(folder).resolve()
     if path in _held or fcntl is None:
         _held[path] = _held.get(path, 0) + 1

@@ -34,7 +34,6 @@ Measured figures: docs/rl.md.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -190,14 +189,13 @@ def run(config: SACConfig) -> dict[str, Any]:
         learning_starts = min(learning_starts, 64)
         steps = eval_every = buffer_size = min(steps, learning_starts + (runtime.current().max_batches or 2))
         eval_episodes, checkpoints = 1, None
-    with exclusive(checkpoints, "rl-sac") if checkpoints is not None else contextlib.nullcontext():
+    with exclusive(checkpoints, "rl-sac"):  # creates the folder
         source = None
         if checkpoints is not None:
             if not (checkpoints / "curve.json").exists():
                 source = shorter_run(config)
                 if source is not None:
                     _start_from(source, checkpoints)
-            checkpoints.mkdir(parents=True, exist_ok=True)
             (checkpoints / "config.json").write_text(json.dumps(dataclasses.asdict(config), sort_keys=True))
         result = train_sac(
             p, config.model, steps, seed=config.seed, eval_every=eval_every,
@@ -241,6 +239,12 @@ def _settings(config: Mapping[str, Any]) -> str:
     return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g} dim A", f"{value['std_param']} std"])
 
 
+def _row_order(row: Mapping[str, Any]) -> tuple:
+    """The report's order of result rows: environment, steps, model, settings."""
+    config = row["config"]
+    return str(config.get("env")), config.get("steps") or 0, str(config.get("model")), _settings(config)
+
+
 def _mean_se(values: Sequence[float]) -> str:
     v = np.asarray(values, dtype=float)
     if len(v) < 2:
@@ -256,8 +260,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     lines = ["| env | steps | model | settings | seeds | final return | late return (last fifth) "
              "| mean return over the curve | mean best so far (Fig. 3.4) | final return per seed | s per update |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), r["config"].get("steps") or 0,
-                                         str(r["config"].get("model")), _settings(r["config"]))):
+    for r in sorted(rows, key=_row_order):
         seeds = sorted((seed, _curve_means(m)) for seed, m in r.get("by_seed", {}).items() if "curve_returns" in m)
         columns = [_mean_se([c[i] for _, c in seeds]) for i in range(4)]
         per_seed = ", ".join(f"{seed}: {c[0]:.0f}" for seed, c in seeds)
@@ -290,7 +293,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
 def _baseline_key(config: Mapping[str, Any]) -> tuple:
     """What an equivariant run and its MLP baseline share: every setting but the model, the seed and the
     equivariant networks' own (a setting a stored run lacks has its :data:`LEGACY` value)."""
-    full = {**LEGACY, **config}
+    full = EXPERIMENT.complete(config)
     return tuple(sorted((k, repr(v)) for k, v in full.items() if k not in ("model", "seed", *NETWORK_FIELDS)))
 
 
@@ -308,8 +311,7 @@ def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if r["config"].get("model") in MLP_KINDS:
             baselines.setdefault(_baseline_key(r["config"]), []).append(r)
     out = []
-    for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), r["config"].get("steps") or 0,
-                                         str(r["config"].get("model")), _settings(r["config"]))):
+    for r in sorted(rows, key=_row_order):
         if r["config"].get("model") in MLP_KINDS:
             continue
         ours = per_seed(r)

@@ -395,9 +395,6 @@ def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval
     if steps < 1 or eval_every < 1 or checkpoint_every < 1:
         raise ValueError(f"train_sac: steps, eval_every and checkpoint_every must be >= 1, got {steps}, "
                          f"{eval_every}, {checkpoint_every}")
-    if checkpoint_dir is None:
-        return _train_sac(p, kind, steps, seed, eval_every, eval_episodes, None, checkpoint_every, keep_replay,
-                          sac_kwargs)
     with exclusive(checkpoint_dir, f"train_sac ({p.name}, {kind})"):
         return _train_sac(p, kind, steps, seed, eval_every, eval_episodes, checkpoint_dir, checkpoint_every,
                           keep_replay, sac_kwargs)

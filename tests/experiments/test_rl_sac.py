@@ -44,8 +44,9 @@ def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, 
     assert json.loads((folder / "curve.json").read_text())["num_timesteps"] == 600  # the shorter run is untouched
     assert exp.run(config)["curve_returns"] == out["curve_returns"]
     runs = [{"config": {"env": "Walker2d", "model": m}, "seed": 0, "metrics": out} for m in ("rpp", "mlp")]
-    (path,) = figures(runs, tmp_path / "report")
-    assert path.exists() and path.stat().st_size > 1000
+    paths = figures(runs, tmp_path / "report")  # the curves, and rpp against mlp
+    assert [p.name for p in paths] == ["rl-sac_curves.png", "rl-sac_comparisons.png"]
+    assert all(p.stat().st_size > 1000 for p in paths)
 
 
 def test_the_config_checks():
@@ -139,7 +140,7 @@ def test_runs_of_different_lengths_are_separate_curves(tmp_path):
     assert sorted(groups["HalfCheetah"]) == [("mlp (entropy -1 dim A, exp std)", 60_000), (rpp, 30_000), (rpp, 60_000)]
     assert len(groups["HalfCheetah"][(rpp, 30_000)]) == 2
     assert groups["HalfCheetah"][(rpp, 60_000)][0][0] == [0, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000]
-    (path,) = figures(runs, tmp_path)
+    path = figures(runs, tmp_path)[0]  # the curves (then rpp against mlp at 60,000 steps)
     assert path.stat().st_size > 1000
 
 
@@ -235,6 +236,30 @@ def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_give
     table = summarize(rows).split("Against the MLP")[1].splitlines()
     assert table[4].startswith("| Hopper | 100 | emlp |") and table[5].endswith(ahead["verdict"] + " |")
 
+
+
+def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
+    """The figure regroups the runs into the report's rows (config but the seed), compares them as the table does,
+    and draws a panel per comparison; without an MLP of the same settings there is nothing to draw."""
+    from symkit.experiments.rl_sac import _rows, comparison_figure, comparisons
+
+    def run(model, seed, final, **settings):
+        return {"config": {"env": "Hopper", "model": model, "steps": 100, "seed": seed, **settings}, "seed": seed,
+                "metrics": {"curve_steps": [0, 50, 100], "curve_returns": [0.0, final / 2, final]}}
+
+    runs = [run("relu-mlp", s, f) for s, f in enumerate([400, 300, 500])]
+    runs += [run("rpp", s, f, bilinear_scale=0.03) for s, f in enumerate([700, 800, 650])]
+    runs += [run("rpp", 0, 900, bilinear_scale=0.2)]  # one seed: a panel without a band, "too few seeds"
+    rows = _rows(runs)
+    assert sorted((r["config"]["model"], r["n"]) for r in rows) == [("relu-mlp", 3), ("rpp", 1), ("rpp", 3)]
+    assert all("seed" not in r["config"] for r in rows)
+    verdicts = sorted(c["verdict"].split(" (")[0] for c in comparisons(rows))
+    assert verdicts == ["ahead", "too few seeds"]
+    path = comparison_figure(runs, tmp_path)
+    assert path.name == "rl-sac_comparisons.png" and path.stat().st_size > 1000
+    assert [p.name for p in figures(runs, tmp_path)] == ["rl-sac_curves.png", "rl-sac_comparisons.png"]
+    assert comparison_figure(runs[:3], tmp_path / "none") is None  # MLPs only
+    assert [p.name for p in figures(runs[:3], tmp_path / "none")] == ["rl-sac_curves.png"]
 
 
 def _hold_folder(folder, ready, release):

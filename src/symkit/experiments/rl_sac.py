@@ -54,7 +54,7 @@ from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.rl.presets import PRESETS, preset
 from symkit.rl.settings import HIDDEN, KINDS, MLP_KINDS, RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, STD_PARAMS
-from symkit.stats import difference
+from symkit.stats import difference, standard_error
 
 __all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "in_progress", "comparisons", "figures", "FULL_STEPS"]
 
@@ -302,7 +302,7 @@ def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     (:func:`_baseline_key`: environment, steps, target entropy, std, ...): the differences of the seeds' final,
     late and curve-mean returns (:class:`symkit.stats.Difference`) and the verdict on the late return
     (``SIGNIFICANCE``, ``MIN_SEEDS``): ``"ahead (p = ...)"``, ``"behind (p = ...)"``, ``"level"`` or ``"too few
-    seeds"``."""
+    seeds"``; ``rows`` holds the two rows compared."""
     def per_seed(row: Mapping[str, Any]) -> list[tuple[float, float, float, float]]:
         return [_curve_means(m) for m in row.get("by_seed", {}).values() if "curve_returns" in m]
 
@@ -331,7 +331,7 @@ def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             out.append({"env": r["config"].get("env"), "steps": r["config"].get("steps"),
                         "model": r["config"].get("model"), "settings": _settings(r["config"]),
                         "against": b["config"].get("model"), "seeds": (len(ours), len(theirs)), "final": final,
-                        "late": late, "curve": curve, "verdict": verdict})
+                        "late": late, "curve": curve, "verdict": verdict, "rows": (r, b)})
     return out
 
 
@@ -361,6 +361,63 @@ def curve_groups(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[tuple[str,
             key = (model, int(r["config"].get("steps") or m["curve_steps"][-1]))
             curves.setdefault(env, {}).setdefault(key, []).append((m["curve_steps"], m["curve_returns"]))
     return curves
+
+
+def _rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The runs grouped as the report's rows: one per config but the seed, ``{"config", "n", "by_seed"}``."""
+    rows: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        config = {k: v for k, v in r["config"].items() if k != "seed"}
+        row = rows.setdefault(json.dumps(config, sort_keys=True, default=str),
+                              {"config": config, "n": 0, "mean": {}, "by_seed": {}})
+        row["by_seed"][r["seed"]] = r["metrics"]
+        row["n"] = len(row["by_seed"])
+    return list(rows.values())
+
+
+def _seed_curves(row: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """A row's evaluation steps and its seeds' returns (seeds x evaluations, cut to the shortest curve)."""
+    curves = [(m["curve_steps"], m["curve_returns"]) for m in row["by_seed"].values() if "curve_returns" in m]
+    n = min(len(s) for s, _ in curves)
+    return np.asarray(curves[0][0][:n], dtype=float), np.asarray([r[:n] for _, r in curves], dtype=float)
+
+
+def comparison_figure(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> Path | None:
+    """The report's comparisons drawn (``rl-sac_comparisons.png``): a panel per row of "Against the MLP of the same
+    settings", the equivariant model's and its MLP's evaluation return against environment steps (mean over seeds
+    ± one standard error, the table's convention), the last fifth of the steps (the late return the verdict reads)
+    shaded, the verdict in the title. ``None`` when no row has a baseline."""
+    from symkit.rl.sac import LATE_FRACTION
+
+    compared = comparisons(_rows(runs))
+    if not compared:
+        return None
+    matplotlib = require("matplotlib", "the rl-sac figures")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(3, len(compared))
+    rows = math.ceil(len(compared) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows), squeeze=False)
+    for ax, c in zip(axes.flat, compared):
+        for colour, row, name in (("C0", c["rows"][1], c["against"]), ("C1", c["rows"][0], c["model"])):
+            steps, returns = _seed_curves(row)
+            mean, error = returns.mean(0), standard_error(returns, axis=0)  # nan (no band) for one seed
+            ax.plot(steps, mean, color=colour, label=f"{name} ({len(returns)} seeds)")
+            ax.fill_between(steps, mean - error, mean + error, color=colour, alpha=0.2)
+        ax.axvspan((1 - LATE_FRACTION) * steps[-1], steps[-1], color="0.9", zorder=0, label="late return")
+        ax.set_title(f"{c['env']}, {c['steps'] or int(steps[-1]):,} steps: {c['verdict']}\n{c['settings']}", fontsize=9)
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("evaluation return")
+        ax.legend(fontsize=7, loc="upper left")
+    for ax in list(axes.flat)[len(compared):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    out = Path(out_dir) / "rl-sac_comparisons.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return out
 
 
 def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> list[Path]:
@@ -404,7 +461,8 @@ def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> li
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120, bbox_inches="tight")
     plt.close(fig)
-    return [out]
+    compared = comparison_figure(runs, out_dir)
+    return [out] if compared is None else [out, compared]
 
 
 EXPERIMENT = register(

@@ -68,7 +68,7 @@ from symkit.train import fused_options
 
 __all__ = ["KINDS", "MLP_KINDS", "HIDDEN", "STD_PARAMS", "BASELINE_TAU", "RL_BILINEAR_SCALE", "RL_TARGET_ENTROPY_SCALE",
            "PresetFeatures", "SymmetricSACPolicy", "SACResult", "make_sac", "train_sac", "critic_tau",
-           "area_under_curve", "best_so_far", "late_return"]
+           "area_under_curve", "best_so_far", "late_return", "LATE_FRACTION"]
 
 BASELINE_TAU = 0.005  # Table A.9, every baseline
 RPP_BETAS = (0.5, 0.999)
@@ -454,7 +454,11 @@ def area_under_curve(result: SACResult, *, best: bool = False) -> float:
     return float(np.trapezoid(returns, result.steps) / (result.steps[-1] - result.steps[0]))
 
 
-def late_return(result: SACResult, fraction: float = 0.2) -> float:
+#: The share of a run's steps whose evaluations :func:`late_return` averages (the last fifth).
+LATE_FRACTION = 0.2
+
+
+def late_return(result: SACResult, fraction: float = LATE_FRACTION) -> float:
     """The mean evaluation return over the last ``fraction`` of the run's steps (steps at or after
     ``(1 - fraction) x`` the last one; at least the last evaluation): the end of the curve with less of one
     evaluation's noise (a 30,000-step run evaluated every 2,500: the returns at 25,000, 27,500 and 30,000)."""

@@ -198,13 +198,15 @@ def test_the_report_lists_the_runs_in_progress_from_their_checkpoints(tmp_path, 
         folder = checkpoint_dir(config)
         folder.mkdir(parents=True)
         (folder / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
-        curve = {"num_timesteps": done, "steps": [0, 10_000, 20_000], "returns": [100.0, 450.0, 300.0]}
+        curve = {"num_timesteps": done, "steps": [0, 10_000, 20_000], "returns": [100.0, 450.0, 300.0],
+                 "seconds": 1500.0}  # 10,000 updates after learning_starts 10,000: 0.15 s each
         (folder / "curve.json").write_text(json.dumps(curve))
     (tmp_path / "rl-sac" / "Hopper-mlp-seed0-old").mkdir()  # a folder from before configs were stored
     (running,) = in_progress()
     assert running["done"] == 20_000 and running["config"]["steps"] == 60_000
     assert summarize([]).splitlines()[-1] == ("| Hopper | 60000 | rpp | bilinear 0.03, rl-code hidden, "
-                                             "entropy -0.5 dim A, softplus std | 1 | 20000 | 300 | 450 |")
+                                             "entropy -0.5 dim A, softplus std | 1 | 20000 | 300 | 450 | 25 min "
+                                             "| 1.7 h |")  # 40,000 steps left at 0.15 s: 6,000 s
 
 
 def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_given_a_verdict():

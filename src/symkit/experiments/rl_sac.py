@@ -282,12 +282,31 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     running = in_progress()
     if running:
         lines += ["", "Runs in progress (read from their checkpoints; not results until they finish):", "",
-                  "| env | steps | model | settings | seed | done | return at the last evaluation | best so far |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| env | steps | model | settings | seed | done | return at the last evaluation | best so far "
+                  "| time so far | time left (at its rate so far) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['config'].get('env')} | {r['config'].get('steps')} | {r['config'].get('model')} | "
                   f"{_settings(r['config'])} | {r['config'].get('seed')} | {r['done']} | {r['returns'][-1]:.0f} | "
-                  f"{max(r['returns']):.0f} |" for r in running]
+                  f"{max(r['returns']):.0f} | {_duration(r['seconds'])} | {_duration(_time_left(r))} |"
+                  for r in running]
     return "\n".join(lines)
+
+
+def _time_left(running: Mapping[str, Any]) -> float:
+    """Seconds an unfinished run still needs at its rate so far: its training seconds per update (the updates
+    start at ``learning_starts``; they, not the environment, take the time) times the steps left."""
+    config, done = running["config"], running["done"]
+    updates = done - int(config.get("learning_starts") or 0)
+    if updates <= 0 or not math.isfinite(running["seconds"]):
+        return math.nan
+    return running["seconds"] / updates * (int(config["steps"]) - done)
+
+
+def _duration(seconds: float) -> str:
+    """``"48 min"``, ``"3.2 h"``; ``"?"`` when unknown."""
+    if not math.isfinite(seconds):
+        return "?"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def _baseline_key(config: Mapping[str, Any]) -> tuple:
@@ -337,13 +356,15 @@ def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def in_progress() -> list[dict[str, Any]]:
     """The runs under ``$SYMKIT_CHECKPOINTS/rl-sac`` that have checkpointed but not finished (a sweep stopped, or
-    one still running): each one's stored ``config``, steps ``done`` and evaluation ``returns`` so far, ordered by
-    environment, model and seed. Folders of runs from before configs were stored are passed over."""
+    one still running): each one's stored ``config``, steps ``done``, evaluation ``returns`` and training
+    ``seconds`` so far, ordered by environment, model and seed. Folders of runs from before configs were stored are
+    passed over."""
     running = []
     for _, config, curve in _checkpointed():
         done, steps, returns = curve.get("num_timesteps"), config.get("steps"), curve.get("returns")
         if isinstance(done, int) and isinstance(steps, int) and done < steps and returns:
-            running.append({"config": config, "done": done, "returns": list(returns)})
+            running.append({"config": config, "done": done, "returns": list(returns),
+                            "seconds": float(curve.get("seconds", math.nan))})
     return sorted(running, key=lambda r: (str(r["config"].get("env")), str(r["config"].get("model")),
                                           int(r["config"].get("seed", 0))))
 

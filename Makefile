@@ -22,13 +22,14 @@ install: $(STAMP)
 demo: install
 	$(BIN)/symkit demo --out runs/demo
 
-# one test worker per core (pytest-xdist); a file's tests share a worker, so module fixtures are built once
+# one test worker per core (pytest-xdist); a file's tests share a worker, so module fixtures are built once; files
+# in collection order, the longest first (tests/conftest.py LONGEST_FIRST), not xdist's most-tests-first
 test: install
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q -n auto --dist loadfile -m "not slow" -p no:cacheprovider
+	$(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not slow" -p no:cacheprovider
 
 test-all: install
-	$(BIN)/python -m pytest -q -n auto --dist loadfile -p no:cacheprovider
+	$(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -p no:cacheprovider
 
 bench: install
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -251,6 +251,42 @@ def test_a_run_resumes_from_its_checkpoint(tmp_path):
     assert again.returns == second.returns and again.resumed_from == 300
 
 
+def test_a_checkpoint_is_whole_or_refused(tmp_path, monkeypatch):
+    """A run killed while writing a checkpoint resumes from the previous one, whole; a folder whose policy, curve and
+    replay buffer are of different steps is refused, naming the files, not resumed from the mixture."""
+    import shutil
+
+    from stable_baselines3 import SAC
+
+    p = PRESETS["Hopper"]
+    kw = dict(seed=1, eval_every=100, eval_episodes=1, checkpoint_every=100, ch=16, learning_starts=50,
+              batch_size=16, buffer_size=1000, keep_replay=True)
+    train_sac(p, "relu-mlp", 100, checkpoint_dir=tmp_path / "a", **kw)
+    saves, save_replay = [], SAC.save_replay_buffer
+
+    def killed_at_the_second_save(self, path):
+        saves.append(path)
+        if len(saves) == 2:
+            raise KeyboardInterrupt  # as a kill while the buffer is written
+        save_replay(self, path)
+
+    monkeypatch.setattr(SAC, "save_replay_buffer", killed_at_the_second_save)
+    with pytest.raises(KeyboardInterrupt):
+        train_sac(p, "relu-mlp", 200, checkpoint_dir=tmp_path / "b", **kw)
+    monkeypatch.undo()
+    resumed = train_sac(p, "relu-mlp", 200, checkpoint_dir=tmp_path / "b", **kw)
+    assert resumed.resumed_from == 100 and resumed.steps == [0, 100, 200]
+    shutil.copy(tmp_path / "a" / "replay.pkl", tmp_path / "b")  # the buffer of step 100 beside the policy of 200
+    # 199 in b: stable-baselines3 stores a step's transition after the callback that saved at step 100 (a's final
+    # save, after learning, has all 100)
+    with pytest.raises(ValueError, match=r"mixes two saves \(replay.pkl holds 100 transitions, curve.json was saved "
+                                         r"with 199\)"):
+        train_sac(p, "relu-mlp", 300, checkpoint_dir=tmp_path / "b", **kw)
+    shutil.copy(tmp_path / "a" / "curve.json", tmp_path / "b")
+    with pytest.raises(ValueError, match=r"sac.zip is at step 200, curve.json at step 100\); it cannot be resumed"):
+        train_sac(p, "relu-mlp", 300, checkpoint_dir=tmp_path / "b", **kw)
+
+
 def test_gradients_are_clipped_to_the_reference_norm_before_every_optimiser_step():
     """The reference code clips each update's gradients to a global norm of 0.5; SB3's SAC has no option for it, so
     the policy registers a step pre-hook: a huge gradient reaches the step at norm 0.5, and 0 turns it off."""

@@ -325,12 +325,6 @@ class SACResult:
     model: Any = None
 
 
-def _atomic_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-
-
 class _Callback(BaseCallback):
     """Progress bar, periodic evaluation and checkpoints."""
 
@@ -354,17 +348,23 @@ class _Callback(BaseCallback):
         self.bar.set_postfix(eval_return=f"{mean:.1f}")
 
     def save(self) -> None:
+        """Write the policy, the replay buffer and the curve as temporary files (seconds for a large buffer), then
+        rename the three in a row (microseconds): a run killed while saving keeps its previous checkpoint whole, and
+        :func:`_check_resumable` refuses the unlikely mixture of a kill between the renames."""
         if self.checkpoint is None:
             return
         self.checkpoint.mkdir(parents=True, exist_ok=True)
-        self.model.save(self.checkpoint / "sac.tmp.zip")
-        os.replace(self.checkpoint / "sac.tmp.zip", self.checkpoint / "sac.zip")
-        self.model.save_replay_buffer(self.checkpoint / "replay.tmp.pkl")
-        os.replace(self.checkpoint / "replay.tmp.pkl", self.checkpoint / "replay.pkl")
         seconds = self.result.seconds + time.perf_counter() - self.start
-        _atomic_json(self.checkpoint / "curve.json", {"steps": self.result.steps, "returns": self.result.returns,
-                                                      "train_returns": self.result.train_returns,
-                                                      "seconds": seconds, "num_timesteps": int(self.num_timesteps)})
+        written = {"sac.zip": "sac.tmp.zip", "replay.pkl": "replay.tmp.pkl", "curve.json": "curve.json.tmp"}
+        self.model.save(self.checkpoint / written["sac.zip"])
+        self.model.save_replay_buffer(self.checkpoint / written["replay.pkl"])
+        buffer = self.model.replay_buffer
+        (self.checkpoint / written["curve.json"]).write_text(json.dumps(
+            {"steps": self.result.steps, "returns": self.result.returns, "train_returns": self.result.train_returns,
+             "seconds": seconds, "num_timesteps": int(self.num_timesteps),
+             "replay": {"pos": int(buffer.pos), "full": bool(buffer.full)}}))
+        for final, tmp in written.items():
+            os.replace(self.checkpoint / tmp, self.checkpoint / final)
 
     def _on_step(self) -> bool:
         self.bar.update(1)
@@ -418,6 +418,7 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
             model = SAC.load(ckpt / "sac.zip", env=env, device=runtime.device())
             if not finished:
                 model.load_replay_buffer(ckpt / "replay.pkl")
+            _check_resumable(ckpt, model, curve, replay=not finished)
             result.steps, result.returns = list(curve["steps"]), list(curve["returns"])
             result.train_returns, result.seconds = list(curve["train_returns"]), float(curve["seconds"])
             result.resumed_from = int(model.num_timesteps)
@@ -437,6 +438,26 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
     eval_env.close()
     result.model = model
     return result
+
+
+def _check_resumable(folder: Path, model: SAC, curve: dict[str, Any], replay: bool) -> None:
+    """Refuse a checkpoint whose files come from different saves: the policy (``sac.zip``) must be at the curve's
+    step (``curve.json``), and the replay buffer where the curve says it was saved (its write position and whether
+    it had filled; curves saved before this was recorded are not checked for it). The buffer is not simply one
+    transition a step: stable-baselines3 stores a step's transition after the callback that saves, so each resume
+    from a checkpoint taken mid-run drops one."""
+    problems = []
+    done = int(curve["num_timesteps"])
+    if int(model.num_timesteps) != done:
+        problems.append(f"sac.zip is at step {model.num_timesteps}, curve.json at step {done}")
+    saved = curve.get("replay")
+    buffer = model.replay_buffer
+    if replay and saved is not None and (int(buffer.pos), bool(buffer.full)) != (saved["pos"], saved["full"]):
+        problems.append(f"replay.pkl holds {buffer.size()} transitions, curve.json was saved with "
+                        f"{saved['pos'] if not saved['full'] else buffer.buffer_size}")
+    if problems:
+        raise ValueError(f"train_sac: the checkpoint in {folder} mixes two saves ({'; '.join(problems)}); it cannot "
+                         "be resumed. Delete the folder to run it again from the start")
 
 
 def best_so_far(returns: list[float]) -> list[float]:

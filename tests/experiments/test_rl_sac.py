@@ -237,6 +237,12 @@ def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_give
     assert few["final"].mean == pytest.approx(925 - 405) and few["late"].p_greater < 0.05  # two seeds: no verdict
     table = summarize(rows).split("Against the MLP")[1].splitlines()
     assert table[4].startswith("| Hopper | 100 | emlp |") and table[5].endswith(ahead["verdict"] + " |")
+    assert table[9] == ("Ahead by the rule on 1 of the 1 environments compared: "
+                        "Hopper (100 steps, rpp against relu-mlp).")
+    walker = [{**r, "config": {**r["config"], "env": "Walker2d"}} for r in (rows[0], rows[3])]  # relu-mlp, behind
+    assert summarize([*rows, *walker]).splitlines()[-1] == (
+        "Ahead by the rule on 1 of the 2 environments compared: Hopper (100 steps, rpp against relu-mlp).")
+    assert summarize(walker).splitlines()[-1] == "Ahead by the rule on 0 of the 1 environments compared: none."
 
 
 

@@ -279,6 +279,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
             cells = [f"{d.mean:+.1f} ± {d.error:.1f} | {d.p_greater:.3f}" for d in (c["late"], c["curve"], c["final"])]
             lines.append(f"| {c['env']} | {c['steps']} | {c['model']} | {c['settings']} | {c['against']} | "
                          f"{c['seeds'][0]} vs {c['seeds'][1]} | " + " | ".join(cells) + f" | {c['verdict']} |")
+        lines += ["", _verdicts_by_environment(compared)]
     running = in_progress()
     if running:
         lines += ["", "Runs in progress (read from their checkpoints; not results until they finish):", "",
@@ -307,6 +308,17 @@ def _duration(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def _verdicts_by_environment(compared: Sequence[Mapping[str, Any]]) -> str:
+    """One line: the environments where some row is ahead (with the rows' steps and model), and how many of the
+    compared environments that is."""
+    envs = sorted({c["env"] for c in compared}, key=str)
+    ahead = {env: [f"{c['steps']:,} steps, {c['model']} against {c['against']}" for c in compared
+                   if c["env"] == env and c["verdict"].startswith("ahead")] for env in envs}
+    named = "; ".join(f"{env} ({', '.join(rows)})" for env, rows in ahead.items() if rows) or "none"
+    return (f"Ahead by the rule on {sum(bool(r) for r in ahead.values())} of the {len(envs)} environments compared: "
+            f"{named}.")
 
 
 def _baseline_key(config: Mapping[str, Any]) -> tuple:

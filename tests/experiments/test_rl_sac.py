@@ -249,7 +249,7 @@ def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_give
 def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
     """The figure regroups the runs into the report's rows (config but the seed), compares them as the table does,
     and draws a panel per comparison; without an MLP of the same settings there is nothing to draw."""
-    from symkit.experiments.rl_sac import _rows, comparison_figure, comparisons
+    from symkit.experiments.rl_sac import _rows, comparison_figure, comparisons, summarize
 
     def run(model, seed, final, **settings):
         return {"config": {"env": "Hopper", "model": model, "steps": 100, "seed": seed, **settings}, "seed": seed,
@@ -266,6 +266,9 @@ def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
     path = comparison_figure(runs, tmp_path)
     assert path.name == "rl-sac_comparisons.png" and path.stat().st_size > 1000
     assert [p.name for p in figures(runs, tmp_path)] == ["rl-sac_curves.png", "rl-sac_comparisons.png"]
+    no_steps = [{**r, "config": {k: v for k, v in r["config"].items() if k != "steps"}} for r in runs]
+    assert summarize(_rows(no_steps)).splitlines()[-1] == (  # runs stored without a budget still compare
+        "Ahead by the rule on 1 of the 1 environments compared: Hopper (? steps, rpp against relu-mlp).")
     assert comparison_figure(runs[:3], tmp_path / "none") is None  # MLPs only
     assert [p.name for p in figures(runs[:3], tmp_path / "none")] == ["rl-sac_curves.png"]
 

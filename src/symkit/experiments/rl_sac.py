@@ -56,7 +56,8 @@ from symkit.rl.presets import PRESETS, preset
 from symkit.rl.settings import HIDDEN, KINDS, MLP_KINDS, RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, STD_PARAMS
 from symkit.stats import difference, standard_error
 
-__all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "in_progress", "comparisons", "figures", "FULL_STEPS"]
+__all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "in_progress", "comparisons", "comparison_figure",
+           "figures", "FULL_STEPS"]
 
 #: the thesis's run length; a finished run this long or longer drops its replay buffer (a run shorter keeps it, so
 #: a longer budget can continue it: 200 MB for Hopper's 10^6 transitions, stored whole however many are filled)
@@ -310,11 +311,16 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
+def _steps(steps: Any) -> str:
+    """``60,000``; a run stored without ``steps`` shows ``?``."""
+    return f"{steps:,}" if isinstance(steps, int) else "?"
+
+
 def _verdicts_by_environment(compared: Sequence[Mapping[str, Any]]) -> str:
     """One line: the environments where some row is ahead (with the rows' steps and model), and how many of the
     compared environments that is."""
     envs = sorted({c["env"] for c in compared}, key=str)
-    ahead = {env: [f"{c['steps']:,} steps, {c['model']} against {c['against']}" for c in compared
+    ahead = {env: [f"{_steps(c['steps'])} steps, {c['model']} against {c['against']}" for c in compared
                    if c["env"] == env and c["verdict"].startswith("ahead")] for env in envs}
     named = "; ".join(f"{env} ({', '.join(rows)})" for env, rows in ahead.items() if rows) or "none"
     return (f"Ahead by the rule on {sum(bool(r) for r in ahead.values())} of the {len(envs)} environments compared: "
@@ -439,7 +445,8 @@ def comparison_figure(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
             ax.plot(steps, mean, color=colour, label=f"{name} ({len(returns)} seeds)")
             ax.fill_between(steps, mean - error, mean + error, color=colour, alpha=0.2)
         ax.axvspan((1 - LATE_FRACTION) * steps[-1], steps[-1], color="0.9", zorder=0, label="late return")
-        ax.set_title(f"{c['env']}, {c['steps'] or int(steps[-1]):,} steps: {c['verdict']}\n{c['settings']}", fontsize=9)
+        ax.set_title(f"{c['env']}, {_steps(c['steps'] or int(steps[-1]))} steps: {c['verdict']}\n{c['settings']}",
+                     fontsize=9)
         ax.set_xlabel("environment steps")
         ax.set_ylabel("evaluation return")
         ax.legend(fontsize=7, loc="upper left")

@@ -238,10 +238,10 @@ def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_give
     table = summarize(rows).split("Against the MLP")[1].splitlines()
     assert table[4].startswith("| Hopper | 100 | emlp |") and table[5].endswith(ahead["verdict"] + " |")
     assert table[9] == ("Ahead by the rule on 1 of the 1 environments compared: "
-                        "Hopper (100 steps, rpp against relu-mlp).")
+                        "Hopper (rpp against relu-mlp at 100 steps).")
     walker = [{**r, "config": {**r["config"], "env": "Walker2d"}} for r in (rows[0], rows[3])]  # relu-mlp, behind
     assert summarize([*rows, *walker]).splitlines()[-1] == (
-        "Ahead by the rule on 1 of the 2 environments compared: Hopper (100 steps, rpp against relu-mlp).")
+        "Ahead by the rule on 1 of the 2 environments compared: Hopper (rpp against relu-mlp at 100 steps).")
     assert summarize(walker).splitlines()[-1] == "Ahead by the rule on 0 of the 1 environments compared: none."
 
 
@@ -268,7 +268,7 @@ def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
     assert [p.name for p in figures(runs, tmp_path)] == ["rl-sac_curves.png", "rl-sac_comparisons.png"]
     no_steps = [{**r, "config": {k: v for k, v in r["config"].items() if k != "steps"}} for r in runs]
     assert summarize(_rows(no_steps)).splitlines()[-1] == (  # runs stored without a budget still compare
-        "Ahead by the rule on 1 of the 1 environments compared: Hopper (? steps, rpp against relu-mlp).")
+        "Ahead by the rule on 1 of the 1 environments compared: Hopper (rpp against relu-mlp at ? steps).")
     assert comparison_figure(runs[:3], tmp_path / "none") is None  # MLPs only
     assert [p.name for p in figures(runs[:3], tmp_path / "none")] == ["rl-sac_curves.png"]
 

@@ -320,9 +320,9 @@ def _verdicts_by_environment(compared: Sequence[Mapping[str, Any]]) -> str:
     """One line: the environments where some row is ahead (with the rows' steps and model), and how many of the
     compared environments that is."""
     envs = sorted({c["env"] for c in compared}, key=str)
-    ahead = {env: [f"{_steps(c['steps'])} steps, {c['model']} against {c['against']}" for c in compared
+    ahead = {env: [f"{c['model']} against {c['against']} at {_steps(c['steps'])} steps" for c in compared
                    if c["env"] == env and c["verdict"].startswith("ahead")] for env in envs}
-    named = "; ".join(f"{env} ({', '.join(rows)})" for env, rows in ahead.items() if rows) or "none"
+    named = ", ".join(f"{env} ({'; '.join(rows)})" for env, rows in ahead.items() if rows) or "none"
     return (f"Ahead by the rule on {sum(bool(r) for r in ahead.values())} of the {len(envs)} environments compared: "
             f"{named}.")
 

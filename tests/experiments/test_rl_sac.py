@@ -261,7 +261,7 @@ def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
     rows = _rows(runs)
     assert sorted((r["config"]["model"], r["n"]) for r in rows) == [("relu-mlp", 3), ("rpp", 1), ("rpp", 3)]
     assert all("seed" not in r["config"] for r in rows)
-    verdicts = sorted(c["verdict"].split(" (")[0] for c in comparisons(rows))
+    verdicts = sorted(c["outcome"] for c in comparisons(rows))
     assert verdicts == ["ahead", "too few seeds"]
     path = comparison_figure(runs, tmp_path)
     assert path.name == "rl-sac_comparisons.png" and path.stat().st_size > 1000

@@ -321,7 +321,7 @@ def _verdicts_by_environment(compared: Sequence[Mapping[str, Any]]) -> str:
     compared environments that is."""
     envs = sorted({c["env"] for c in compared}, key=str)
     ahead = {env: [f"{c['model']} against {c['against']} at {_steps(c['steps'])} steps" for c in compared
-                   if c["env"] == env and c["verdict"].startswith("ahead")] for env in envs}
+                   if c["env"] == env and c["outcome"] == "ahead"] for env in envs}
     named = ", ".join(f"{env} ({'; '.join(rows)})" for env, rows in ahead.items() if rows) or "none"
     return (f"Ahead by the rule on {sum(bool(r) for r in ahead.values())} of the {len(envs)} environments compared: "
             f"{named}.")
@@ -339,7 +339,7 @@ def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     (:func:`_baseline_key`: environment, steps, target entropy, std, ...): the differences of the seeds' final,
     late and curve-mean returns (:class:`symkit.stats.Difference`) and the verdict on the late return
     (``SIGNIFICANCE``, ``MIN_SEEDS``): ``"ahead (p = ...)"``, ``"behind (p = ...)"``, ``"level"`` or ``"too few
-    seeds"``; ``rows`` holds the two rows compared."""
+    seeds"`` (``outcome`` holds the word alone); ``rows`` holds the two rows compared."""
     def per_seed(row: Mapping[str, Any]) -> list[tuple[float, float, float, float]]:
         return [_curve_means(m) for m in row.get("by_seed", {}).values() if "curve_returns" in m]
 
@@ -358,17 +358,18 @@ def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 continue
             final, late, curve = (difference([c[i] for c in ours], [c[i] for c in theirs]) for i in (0, 1, 2))
             if min(len(ours), len(theirs)) < MIN_SEEDS:
-                verdict = "too few seeds"
+                outcome, verdict = "too few seeds", "too few seeds"
             elif late.p_greater < SIGNIFICANCE:
-                verdict = f"ahead (p = {late.p_greater:.3f})"
+                outcome, verdict = "ahead", f"ahead (p = {late.p_greater:.3f})"
             elif late.p_less < SIGNIFICANCE:
-                verdict = f"behind (p = {late.p_less:.3f})"
+                outcome, verdict = "behind", f"behind (p = {late.p_less:.3f})"
             else:
-                verdict = "level"
+                outcome, verdict = "level", "level"
             out.append({"env": r["config"].get("env"), "steps": r["config"].get("steps"),
                         "model": r["config"].get("model"), "settings": _settings(r["config"]),
                         "against": b["config"].get("model"), "seeds": (len(ours), len(theirs)), "final": final,
-                        "late": late, "curve": curve, "verdict": verdict, "rows": (r, b)})
+                        "late": late, "curve": curve, "outcome": outcome, "verdict": verdict,
+                        "rows": (r, b)})
     return out
 
 
@@ -414,9 +415,8 @@ def _rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def _seed_curves(row: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """A row's evaluation steps and its seeds' returns (seeds x evaluations, cut to the shortest curve)."""
-    curves = [(m["curve_steps"], m["curve_returns"]) for m in row["by_seed"].values() if "curve_returns" in m]
+def _cut_to_shortest(curves: Sequence[tuple[Sequence[float], Sequence[float]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Seeds' ``(steps, returns)`` curves as one steps array and a seeds x evaluations array, cut to the shortest."""
     n = min(len(s) for s, _ in curves)
     return np.asarray(curves[0][0][:n], dtype=float), np.asarray([r[:n] for _, r in curves], dtype=float)
 
@@ -440,7 +440,8 @@ def comparison_figure(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows), squeeze=False)
     for ax, c in zip(axes.flat, compared):
         for colour, row, name in (("C0", c["rows"][1], c["against"]), ("C1", c["rows"][0], c["model"])):
-            steps, returns = _seed_curves(row)
+            steps, returns = _cut_to_shortest([(m["curve_steps"], m["curve_returns"]) for m in row["by_seed"].values()
+                                               if "curve_returns" in m])
             mean, error = returns.mean(0), standard_error(returns, axis=0)  # nan (no band) for one seed
             ax.plot(steps, mean, color=colour, label=f"{name} ({len(returns)} seeds)")
             ax.fill_between(steps, mean - error, mean + error, color=colour, alpha=0.2)
@@ -482,9 +483,7 @@ def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> li
         for colour, (model, budget) in enumerate(by_length):
             runs_ = curves[env][(model, budget)]
             label = f"{model}, {budget:,} steps" if len(lengths) > 1 else model
-            n = min(len(s) for s, _ in runs_)
-            steps = np.asarray(runs_[0][0][:n])
-            raw = np.asarray([ret[:n] for _, ret in runs_], dtype=float)
+            steps, raw = _cut_to_shortest(runs_)
             for row, values in enumerate((np.asarray([best_so_far(v) for v in raw]), raw)):
                 ax = axes[row][col]
                 mean, std = values.mean(0), values.std(0)

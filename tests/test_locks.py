@@ -1,27 +1,30 @@
-"""A run folder is held by one process at a time (symkit._locks): a second process is refused with the holder's pid,
-the same process may hold it again (nested), and a killed holder leaves no stale lock."""
+"""A run folder (or a Trainer's checkpoint) is held by one process at a time (symkit._locks): a second process is
+refused with the holder's pid, the same process may hold it again (nested), and a killed holder leaves no stale
+lock."""
 
 import multiprocessing
 import os
 import signal
 
 import pytest
+import torch
 
-from symkit._locks import RunInUse, exclusive
+from symkit._locks import RunInUse, exclusive, exclusive_file
+from symkit.train import Trainer
 
 pytest.importorskip("fcntl")
 
 
-def _hold(folder, ready, release):
-    with exclusive(folder, "holder"):
+def _hold(folder, ready, release, lock_file=False):
+    with (exclusive_file if lock_file else exclusive)(folder, "holder"):
         ready.set()
         release.wait(30)
 
 
-def _holder(folder):
+def _holder(folder, lock_file=False):
     ctx = multiprocessing.get_context("spawn")
     ready, release = ctx.Event(), ctx.Event()
-    proc = ctx.Process(target=_hold, args=(str(folder), ready, release))
+    proc = ctx.Process(target=_hold, args=(str(folder), ready, release, lock_file))
     proc.start()
     assert ready.wait(60), "the holder did not take the lock"
     return proc, release
@@ -51,3 +54,23 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     proc.join(30)
     with exclusive(folder, "rl-sac"):
         assert (folder / ".lock").read_text() == str(os.getpid())
+
+
+def test_a_trainer_is_refused_a_checkpoint_another_process_trains(tmp_path):
+    checkpoint = tmp_path / "runs" / "model.pt"
+    x = torch.linspace(-1, 1, 16, dtype=torch.float64)[:, None]
+
+    def fit():
+        model = torch.nn.Linear(1, 1, dtype=torch.float64)
+        return Trainer(model, torch.nn.functional.mse_loss, epochs=2, checkpoint=checkpoint).fit((x, 2 * x))
+
+    proc, release = _holder(tmp_path / "runs" / "model.pt.lock", lock_file=True)
+    try:
+        with pytest.raises(RunInUse, match=rf"Trainer: .*model\.pt is in use by another process \(pid {proc.pid}\)"):
+            fit()
+        assert not checkpoint.exists()  # refused before it trained or wrote anything
+    finally:
+        release.set()
+        proc.join(30)
+    assert len(fit().history) == 2 and checkpoint.exists()  # released: trains
+    assert (tmp_path / "runs" / "model.pt.lock").read_text() == str(os.getpid())

@@ -1,11 +1,13 @@
-"""One process at a time per run folder: an exclusive lock that a second process is refused, with a clear error.
+"""One process at a time per run: an exclusive lock that a second process is refused, with a clear error.
 
 A run whose checkpoint is several files (SAC's policy, replay buffer and curve) would mix two processes' files if
-both trained it at once (two overlapping sweeps, a sweep started twice), and then resume from the mixture.
-:func:`exclusive` holds an advisory lock (``fcntl.flock``) on ``<folder>/.lock`` while the run touches its folder:
-released when the run ends or its process dies (a killed sweep leaves no stale lock), re-entrant within a process
-(the experiment and :func:`symkit.rl.sac.train_sac` both take it). The lock file keeps the holder's process id for
-the message. Where ``fcntl`` is missing (Windows) folders are not guarded.
+both trained it at once (two overlapping sweeps, a sweep started twice), and then resume from the mixture; a
+one-file checkpoint (:class:`symkit.train.Trainer`) would be written by both in turn, each resuming the other's
+epochs as its own. :func:`exclusive` holds an advisory lock (``fcntl.flock``) on ``<folder>/.lock`` while the run
+touches its folder, :func:`exclusive_file` on a lock file of its own (the Trainer's ``<checkpoint>.lock``): released
+when the run ends or its process dies (a killed sweep leaves no stale lock), re-entrant within a process (the
+experiment and :func:`symkit.rl.sac.train_sac` both take it). The lock file keeps the holder's process id for the
+message. Where ``fcntl`` is missing (Windows) runs are not guarded.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["RunInUse", "exclusive"]
+__all__ = ["RunInUse", "exclusive", "exclusive_file"]
 
-_held: dict[Path, int] = {}  # folders this process holds, with how many nested holds
+_held: dict[Path, int] = {}  # lock files this process holds, with how many nested holds
 
 
 class RunInUse(RuntimeError):
-    """Another process holds the run's folder."""
+    """Another process holds the run."""
 
 
 @contextlib.contextmanager
@@ -37,6 +39,16 @@ def exclusive(folder: str | os.PathLike | None, what: str) -> Iterator[None]:
         yield
         return
     path = Path(folder).resolve()
+    with exclusive_file(path / ".lock", what, held=path):
+        yield
+
+
+@contextlib.contextmanager
+def exclusive_file(lock: str | os.PathLike, what: str, held: str | os.PathLike | None = None) -> Iterator[None]:
+    """Hold the lock file ``lock`` (created with its folder if missing) for this process, or raise
+    :class:`RunInUse` naming ``what``, ``held`` (what the lock guards; default the lock file) and the holder's
+    process id."""
+    path = Path(lock).resolve()
     if path in _held or fcntl is None:
         _held[path] = _held.get(path, 0) + 1
         try:
@@ -46,16 +58,17 @@ def exclusive(folder: str | os.PathLike | None, what: str) -> Iterator[None]:
             if not _held[path]:
                 del _held[path]
         return
-    path.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
         os.close(fd)
-        raise RunInUse(f"{what}: {path} is in use by another process (pid {holder}); two processes training one run "
-                       "would mix their checkpoints. Wait for it to finish (or stop it: the run resumes from its last "
-                       "checkpoint), then start this again") from None
+        guarded = Path(held).resolve() if held is not None else path
+        raise RunInUse(f"{what}: {guarded} is in use by another process (pid {holder}); two processes training one "
+                       "run would mix their checkpoints. Wait for it to finish (or stop it: the run resumes from its "
+                       "last checkpoint), then start this again") from None
     try:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())

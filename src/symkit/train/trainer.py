@@ -22,11 +22,14 @@ the inner problem is solved. A value counts as better below ``best / (1 + improv
 
 ``checkpoint=path`` saves the model, optimiser, schedule, generator and history after every epoch (atomically) and
 ``fit`` resumes from it, so an interrupted run loses at most one epoch and a resumed run gives the same numbers as an
-uninterrupted one.
+uninterrupted one. While it trains, ``fit`` holds ``<checkpoint>.lock`` (:func:`symkit._locks.exclusive_file`): a
+second process given the same checkpoint is refused (:class:`symkit._locks.RunInUse`) instead of writing the file in
+turn with the first, each resuming the other's epochs as its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -40,6 +43,7 @@ from torch import nn
 
 from symkit import runtime
 from symkit._checks import check_int, check_number
+from symkit._locks import exclusive_file
 from symkit.progress import progress_bar
 
 __all__ = ["Hook", "TrainResult", "Trainer", "fused_options", "predict"]
@@ -216,8 +220,18 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------------- the loop
     def fit(self, data: Any = None) -> TrainResult:
-        """Train for ``epochs`` (or ``max_steps``); resume from ``checkpoint`` when it exists."""
+        """Train for ``epochs`` (or ``max_steps``); resume from ``checkpoint`` when it exists, holding it meanwhile
+        (a second process given the same checkpoint is refused with :class:`symkit._locks.RunInUse`)."""
         epoch_data = self._data_of(data)
+        if self.checkpoint is None:
+            hold: contextlib.AbstractContextManager = contextlib.nullcontext()
+        else:
+            lock = self.checkpoint.with_name(self.checkpoint.name + ".lock")
+            hold = exclusive_file(lock, "Trainer", held=self.checkpoint)
+        with hold:
+            return self._fit(epoch_data)
+
+    def _fit(self, epoch_data: Callable[[int], Batch] | None) -> TrainResult:
         first = epoch_data(0) if epoch_data is not None else None
         n = len(first[0]) if first is not None else 1
         if first is not None and n == 0:

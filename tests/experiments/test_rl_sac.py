@@ -287,6 +287,8 @@ def test_a_run_that_another_process_is_training_is_refused_not_trained_twice(tmp
     import multiprocessing
 
     from symkit._locks import RunInUse
+    from symkit.runner.sweep import plan, run_sweep, summary_lines
+    from symkit.store import Store
 
     exp = get_experiment("rl-sac")
     config = exp.make_config(quick=True, model="relu-mlp")
@@ -300,6 +302,16 @@ def test_a_run_that_another_process_is_training_is_refused_not_trained_twice(tmp
         with pytest.raises(RunInUse, match=rf"rl-sac: .* in use by another process \(pid {holder.pid}\)"):
             exp.run(config)
         assert sorted(os.listdir(folder)) == [".lock"]
+        # through a sweep: not run, and not stored as failed (a later sweep runs it if the holder does not finish it)
+        store = Store(tmp_path / "runs.db")
+        specs = [s for s in plan(exp, quick=True, seeds=[config.seed]) if s.config["model"] == "relu-mlp"]
+        assert len(specs) == 1 and specs[0].config == dataclasses.asdict(config)
+        result = run_sweep(exp, specs, store, progress=False)
+        assert (len(result.in_use), result.ran, result.failed) == (1, 0, 0)
+        assert store.status_of("rl-sac") == {}
+        lines = [line for line, _ in summary_lines(exp, specs, result, store.path)]
+        assert any(line.startswith("  not run, in use by another process") for line in lines), lines
+        assert any("1 runs were being trained by another process" in line for line in lines), lines
     finally:
         release.set()
         holder.join(60)

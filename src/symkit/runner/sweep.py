@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symkit import runtime
+from symkit._locks import RunInUse
 from symkit.allocator import keep_freed_memory
 from symkit.experiments.registry import Experiment, config_from_json, import_experiment, resolve_scale
 from symkit.progress import progress_bar, progress_enabled
@@ -75,6 +76,9 @@ class Outcome:
     finished_at: str
     duration: float
     host: str
+    #: refused because another process holds the run (:class:`symkit._locks.RunInUse`): not stored, neither done
+    #: nor failed, so the next sweep runs it if the holder did not finish it
+    in_use: bool = False
 
 
 @dataclass
@@ -88,6 +92,8 @@ class SweepResult:
     failed: int = 0
     interrupted: bool = False
     failures: list[Outcome] = field(default_factory=list)
+    #: runs another process was training (refused by its lock): not run and not stored
+    in_use: list[Outcome] = field(default_factory=list)
     #: runs that finished but could not be written to the store: kept in ``pending_path`` (recorded by the next
     #: writable open of the store) or, if even that failed, only here
     store_error: str | None = None
@@ -282,6 +288,7 @@ def execute(spec: RunSpec) -> Outcome:
     started, t0 = utc_now(), time.perf_counter()
     metrics: dict[str, Any] | None = None
     error: str | None = None
+    in_use = False
     try:
         experiment = import_experiment(spec.experiment, spec.module)
         config = _from_json(experiment, spec.config)
@@ -301,9 +308,11 @@ def execute(spec: RunSpec) -> Outcome:
                 f"run() of experiment {spec.experiment!r} returned non-finite metrics: {', '.join(bad)} (a diverged "
                 "or empty run; stored as failed)"
             )
+    except RunInUse as exc:  # another process trains this run: not a failure of the run
+        metrics, error, in_use = None, str(exc), True
     except (Exception, SystemExit):  # a run that calls sys.exit() is a failed run, not the end of the sweep
         metrics, error = None, traceback.format_exc()
-    return Outcome(spec, metrics, error, started, utc_now(), time.perf_counter() - t0, socket.gethostname())
+    return Outcome(spec, metrics, error, started, utc_now(), time.perf_counter() - t0, socket.gethostname(), in_use)
 
 
 def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
@@ -562,6 +571,11 @@ def run_sweep(
     outcomes = _EXECUTORS[executor](todo, jobs, ray_address, on_start)
     try:
         for outcome in outcomes:
+            if outcome.in_use:  # left to the process that holds it; a later sweep runs it if that one did not
+                result.in_use.append(outcome)
+                run_bar.finish(outcome.spec.label(varying), outcome.duration, False)
+                bar.update(1)
+                continue
             _record(store, experiment.name, outcome, result)
             result.ran += 1
             if outcome.error is not None:
@@ -661,6 +675,12 @@ def summary_lines(experiment: Experiment, specs: Sequence[RunSpec], result: Swee
         for outcome in result.unsaved:
             lines.append(("  unsaved run: " + canonical_json({"config": outcome.spec.config, "metrics": outcome.metrics,
                                                               "error": outcome.error}), True))
+    for outcome in result.in_use[:3]:
+        lines.append((f"  not run, in use by another process: {outcome.spec.label(varying)}", True))
+    if result.in_use:
+        lines.append((f"{len(result.in_use)} runs were being trained by another process and were not run here (nor "
+                      "stored); run the same command again once that process has ended to run any it did not "
+                      "finish.", True))
     if result.interrupted:
         lines.append(("Interrupted: the finished runs are stored; run the same command again to resume.", True))
     failed = result.failed + result.already_failed

@@ -35,19 +35,20 @@ class RunInUse(RuntimeError):
 def exclusive(folder: str | os.PathLike | None, what: str) -> Iterator[None]:
     """Hold ``folder`` (created if missing) for this process, or raise :class:`RunInUse` naming ``what``, the folder
     and the holder's process id. ``None`` (a run without checkpoints) holds nothing."""
-    if folder is None:
-        yield
-        return
-    path = Path(folder).resolve()
-    with exclusive_file(path / ".lock", what, held=path):
+    path = None if folder is None else Path(folder).resolve()
+    with exclusive_file(None if path is None else path / ".lock", what, held=path):
         yield
 
 
 @contextlib.contextmanager
-def exclusive_file(lock: str | os.PathLike, what: str, held: str | os.PathLike | None = None) -> Iterator[None]:
+def exclusive_file(lock: str | os.PathLike | None, what: str,
+                   held: str | os.PathLike | None = None) -> Iterator[None]:
     """Hold the lock file ``lock`` (created with its folder if missing) for this process, or raise
     :class:`RunInUse` naming ``what``, ``held`` (what the lock guards; default the lock file) and the holder's
-    process id."""
+    process id. ``None`` holds nothing."""
+    if lock is None:
+        yield
+        return
     path = Path(lock).resolve()
     if path in _held or fcntl is None:
         _held[path] = _held.get(path, 0) + 1

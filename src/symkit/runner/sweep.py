@@ -571,17 +571,16 @@ def run_sweep(
     outcomes = _EXECUTORS[executor](todo, jobs, ray_address, on_start)
     try:
         for outcome in outcomes:
+            failed = outcome.error is not None and not outcome.in_use
             if outcome.in_use:  # left to the process that holds it; a later sweep runs it if that one did not
                 result.in_use.append(outcome)
-                run_bar.finish(outcome.spec.label(varying), outcome.duration, False)
-                bar.update(1)
-                continue
-            _record(store, experiment.name, outcome, result)
-            result.ran += 1
-            if outcome.error is not None:
-                result.failed += 1
-                result.failures.append(outcome)
-            run_bar.finish(outcome.spec.label(varying), outcome.duration, outcome.error is not None)
+            else:
+                _record(store, experiment.name, outcome, result)
+                result.ran += 1
+                if failed:
+                    result.failed += 1
+                    result.failures.append(outcome)
+            run_bar.finish(outcome.spec.label(varying), outcome.duration, failed)
             bar.update(1)
     except KeyboardInterrupt:
         result.interrupted = True

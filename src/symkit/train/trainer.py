@@ -29,7 +29,6 @@ turn with the first, each resuming the other's epochs as its own.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
@@ -223,12 +222,8 @@ class Trainer:
         """Train for ``epochs`` (or ``max_steps``); resume from ``checkpoint`` when it exists, holding it meanwhile
         (a second process given the same checkpoint is refused with :class:`symkit._locks.RunInUse`)."""
         epoch_data = self._data_of(data)
-        if self.checkpoint is None:
-            hold: contextlib.AbstractContextManager = contextlib.nullcontext()
-        else:
-            lock = self.checkpoint.with_name(self.checkpoint.name + ".lock")
-            hold = exclusive_file(lock, "Trainer", held=self.checkpoint)
-        with hold:
+        lock = None if self.checkpoint is None else self.checkpoint.with_name(self.checkpoint.name + ".lock")
+        with exclusive_file(lock, "Trainer", held=self.checkpoint):
             return self._fit(epoch_data)
 
     def _fit(self, epoch_data: Callable[[int], Batch] | None) -> TrainResult:

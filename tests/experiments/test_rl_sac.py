@@ -30,6 +30,9 @@ def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, 
     assert out["curve_steps"] == [0, 300, 600] and all(math.isfinite(r) for r in out["curve_returns"])
     assert out["final_return"] == out["curve_returns"][-1] and out["tau"] == 0.004  # Table A.9, Walker2d
     assert out["train_episodes"] >= 1 and out["resumed_from"] == 0
+    import mujoco
+
+    assert f"mujoco {mujoco.__version__}, gymnasium " in out["libraries"]  # the physics the returns come from
     assert out["mean_best_return"] >= out["mean_return"] and out["best_return"] == max(out["curve_returns"])
     folder = checkpoint_dir(config)
     assert folder.parent == tmp_path / "rl-sac" and (folder / "sac.zip").exists()
@@ -67,7 +70,12 @@ def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error()
               1: {"curve_steps": [0, 10, 20], "curve_returns": [0.0, 20.0, 60.0]}}  # stored without the metric
     row = {"config": {"env": "Hopper", "model": "rpp", "steps": 20}, "n": 2, "mean": {"seconds_per_update": 0.1},
            "by_seed": curves}
-    line = summarize([row]).splitlines()[-1]
+    text = summarize([row]).splitlines()
+    line = text[2]
+    assert text[-1] == "Libraries: not recorded (runs stored before symkit recorded them) (2 runs)."
+    curves[1]["libraries"] = "mujoco 4.0.0, gymnasium 1.4.0"
+    assert summarize([row]).splitlines()[-1] == ("Libraries: mujoco 4.0.0, gymnasium 1.4.0 (1 run); not recorded "
+                                                 "(runs stored before symkit recorded them) (1 run).")
     # final 20, 60; late (steps >= 16: the last evaluation) 20, 60; mean over the curve (trapezoids) 25, 25; mean
     # best so far 30, 25
     assert line == ("| Hopper | 20 | rpp | bilinear 0.1, uniform hidden, entropy -1 dim A, exp std | 2 | 40.0 ± 20.0 "

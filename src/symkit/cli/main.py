@@ -305,6 +305,42 @@ def runs(
                 typer.echo("    " + "\n    ".join(r.error.strip().splitlines()))
 
 
+@app.command("export")
+def export_command(
+    name: Annotated[str, typer.Argument(help="Experiment name (see `symkit list`).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The runs archive (.jsonl) to write or add to.",
+                                      dir_okay=False)],
+    store: StoreOption = None,
+) -> None:
+    """Add an experiment's finished runs to a runs archive (JSON lines) to keep beside the code."""
+    from symkit.experiments.registry import get_experiment
+    from symkit.store.archive import export_runs
+
+    with _clear_errors():
+        get_experiment(name)
+        db = _read_store(store)
+        if not db.runs(name, status="ok"):
+            raise UsageError(f"{db.path} has no finished runs of {name!r}; nothing to export")
+        total, added = export_runs(db, name, out)
+        typer.echo(f"{out}: {total} runs of {name} ({added} added from {db.path})")
+
+
+@app.command("import")
+def import_command(
+    archives: Annotated[list[Path], typer.Argument(help="Runs archives written by `symkit export`.",
+                                                   dir_okay=False)],
+    store: StoreOption = None,
+) -> None:
+    """Record the runs of runs archives into the store, where report aggregates them and reproduce skips them."""
+    from symkit.store.archive import import_runs
+
+    with _clear_errors():
+        db = _open_store(store)
+        for archive in archives:
+            recorded, kept = import_runs(db, archive)
+            typer.echo(f"{archive}: {recorded} runs recorded into {db.path}, {kept} already there")
+
+
 @app.command()
 def ranks(
     group: Annotated[str | None, typer.Option("--group", "-g", help="Only the cells of this group, e.g. 'SO(3)'.")]

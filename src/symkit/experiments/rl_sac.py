@@ -52,7 +52,7 @@ from symkit._checks import require
 from symkit._locks import exclusive
 from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
-from symkit.rl.presets import PRESETS, preset
+from symkit.rl.presets import PRESETS, preset, simulator_versions
 from symkit.rl.settings import HIDDEN, KINDS, MLP_KINDS, RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, STD_PARAMS
 from symkit.stats import difference, standard_error
 
@@ -216,7 +216,7 @@ def run(config: SACConfig) -> dict[str, Any]:
         "last_train_return": result.train_returns[-1] if result.train_returns else math.nan,
         "train_seconds": result.seconds, "seconds_per_update": result.seconds / max(updates, 1),
         "resumed_from": result.resumed_from, "continued_from": source.name if source is not None else None,
-        "tau": result.model.tau,
+        "tau": result.model.tau, "libraries": simulator_versions(),
     }
 
 
@@ -268,6 +268,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
         lines.append(f"| {r['config'].get('env')} | {r['config'].get('steps', '')} | {r['config'].get('model')} | "
                      f"{_settings(r['config'])} | {r['n']} | " + " | ".join(columns)
                      + f" | {per_seed} | {r['mean'].get('seconds_per_update', math.nan):.3f} |")
+    lines += ["", _libraries_line(rows)]
     compared = comparisons(rows)
     if compared:
         lines += ["", "Against the MLP of the same settings (difference of seed means ± its standard error; p: Welch's "
@@ -292,6 +293,17 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
                   f"{max(r['returns']):.0f} | {_duration(r['seconds'])} | {_duration(_time_left(r))} |"
                   for r in running]
     return "\n".join(lines)
+
+
+def _libraries_line(rows: Sequence[Mapping[str, Any]]) -> str:
+    """How many runs were made with each set of simulator and SAC libraries (:func:`simulator_versions`), so a
+    table that mixes physics versions says so."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        for metrics in r.get("by_seed", {}).values():
+            key = metrics.get("libraries") or "not recorded (runs stored before symkit recorded them)"
+            counts[key] = counts.get(key, 0) + 1
+    return "Libraries: " + "; ".join(f"{key} ({n} run{'s' * (n != 1)})" for key, n in sorted(counts.items())) + "."
 
 
 def _time_left(running: Mapping[str, Any]) -> float:

@@ -45,7 +45,8 @@ from symkit.groups import SO2eR3, Z
 from symkit.groups.base import Group
 from symkit.reps import PseudoScalar, Rep, Scalar, T, V
 
-__all__ = ["LocomotionPreset", "PRESETS", "EXTRA_PRESETS", "preset", "require_gymnasium", "quaternion_to_matrix"]
+__all__ = ["LocomotionPreset", "PRESETS", "EXTRA_PRESETS", "preset", "require_gymnasium", "simulator_versions",
+           "quaternion_to_matrix"]
 
 _SWAP = np.array([[0.0, 1.0], [1.0, 0.0]])
 #: the two mirror groups of Swimmer (Table A.10: Z2 left/right times Z2 front/back); distinct groups by name
@@ -62,6 +63,21 @@ def require_gymnasium() -> Any:
         raise ImportError("the MuJoCo environments need gymnasium and mujoco, which are not installed; install the "
                           "rl extra: pip install 'symkit[rl]'") from exc
     return gymnasium
+
+
+def simulator_versions() -> str:
+    """The versions of the libraries a run's returns depend on, e.g. ``"mujoco 4.0.0, gymnasium 1.4.0,
+    stable-baselines3 2.9.2, torch 2.13.0"``: runs made with other physics or another SAC are not the same
+    experiment, so rl-sac stores this with every run and the report shows it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = []
+    for package in ("mujoco", "gymnasium", "stable-baselines3", "torch"):
+        try:
+            parts.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            parts.append(f"{package} (not installed)")
+    return ", ".join(parts)
 
 
 def quaternion_to_matrix(q: np.ndarray) -> np.ndarray:

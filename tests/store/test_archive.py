@@ -1,0 +1,132 @@
+"""Runs archives: a store's finished runs survive as JSON lines and load into another store unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from symkit.cli.main import app
+from symkit.store import Store
+from symkit.store.archive import export_runs, import_runs, read_archive
+
+
+def _fill(store: Store) -> None:
+    for seed in range(3):
+        store.record("exp", {"n": 3, "seed": seed}, {"err": 0.1 * seed, "curve": [1.0, 2.0, seed]},
+                     duration=10.0 + seed, host="lab", version="0.9")
+    store.record("exp", {"n": 5, "seed": 0}, {"err": 0.5}, duration=1.0)
+    store.record("exp", {"n": 5, "seed": 1}, None, error="Traceback: boom")
+    store.record("other", {"m": 1, "seed": 0}, {"x": 1.0})
+
+
+def _fields(run):
+    return (run.experiment, run.config_hash, run.seed, run.config, run.metrics, run.status, run.started_at,
+            run.finished_at, run.duration, run.version, run.host)
+
+
+def test_finished_runs_round_trip_through_an_archive(tmp_path):
+    source = Store(tmp_path / "a.db")
+    _fill(source)
+    total, added = export_runs(source, "exp", tmp_path / "exp.jsonl")
+    assert (total, added) == (4, 4)  # the failed run and the other experiment stay out
+    target = Store(tmp_path / "b.db")
+    assert import_runs(target, tmp_path / "exp.jsonl") == (4, 0)
+    assert sorted(map(_fields, target.runs("exp"))) == sorted(map(_fields, source.runs("exp", status="ok")))
+    assert import_runs(target, tmp_path / "exp.jsonl") == (0, 4)  # a second import adds nothing
+    assert len(target.runs("exp")) == 4
+
+
+def test_exporting_adds_to_an_archive_and_keeps_what_it_had(tmp_path):
+    first = Store(tmp_path / "a.db")
+    first.record("exp", {"n": 3, "seed": 0}, {"err": 1.0})
+    archive = tmp_path / "exp.jsonl"
+    export_runs(first, "exp", archive)
+    second = Store(tmp_path / "b.db")  # another machine: the same run again with another result, and a new one
+    second.record("exp", {"n": 3, "seed": 0}, {"err": 2.0})
+    second.record("exp", {"n": 3, "seed": 1}, {"err": 3.0})
+    assert export_runs(second, "exp", archive) == (2, 1)
+    assert sorted((e["seed"], e["metrics"]["err"]) for e in read_archive(archive)) == [(0, 1.0), (1, 3.0)]
+    lines = archive.read_text().splitlines()
+    assert [json.loads(line)["seed"] for line in lines] == [0, 1]  # sorted by setting and seed
+    assert not (tmp_path / "exp.jsonl.tmp").exists()
+
+
+def test_an_import_replaces_a_failed_run_but_never_a_finished_one(tmp_path):
+    archive_store = Store(tmp_path / "a.db")
+    archive_store.record("exp", {"n": 3, "seed": 0}, {"err": 1.0})
+    archive_store.record("exp", {"n": 3, "seed": 1}, {"err": 1.5})
+    export_runs(archive_store, "exp", tmp_path / "exp.jsonl")
+    target = Store(tmp_path / "b.db")
+    target.record("exp", {"n": 3, "seed": 0}, None, error="killed")
+    target.record("exp", {"n": 3, "seed": 1}, {"err": 9.0})
+    assert import_runs(target, tmp_path / "exp.jsonl") == (1, 1)
+    assert {r.seed: (r.status, r.metrics) for r in target.runs("exp")} == {0: ("ok", {"err": 1.0}),
+                                                                           1: ("ok", {"err": 9.0})}
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "line 2: not JSON"),
+        ("[1, 2]", "line 2: expected a JSON object (one run), got list"),
+        ('{"format": "other/1"}', "line 2: not a symkit run (format 'other/1', expected 'symkit-runs/1')"),
+        ("DROP:seed", "line 2: the run has no 'seed' field"),
+        ("SET:seed=\"0\"", "line 2: 'seed' must be int, got '0'"),
+        ("SET:duration=true", "line 2: 'duration' must be int or float, got True"),
+        ("SET:seed=7", "line 2: the config's seed 0 is not the run's seed 7"),
+    ],
+)
+def test_a_bad_archive_line_is_named_and_nothing_is_recorded(tmp_path, line, message):
+    store = Store(tmp_path / "a.db")
+    store.record("exp", {"n": 3, "seed": 0}, {"err": 1.0})
+    store.record("exp", {"n": 4, "seed": 0}, {"err": 1.0})
+    archive = tmp_path / "exp.jsonl"
+    export_runs(store, "exp", archive)
+    good, second = archive.read_text().splitlines()
+    if line.startswith(("DROP:", "SET:")):
+        entry = json.loads(second)
+        if line.startswith("DROP:"):
+            del entry[line[5:]]
+        else:
+            key, value = line[4:].split("=")
+            entry[key] = json.loads(value)
+        line = json.dumps(entry)
+    archive.write_text(good + "\n" + line + "\n")
+    target = Store(tmp_path / "b.db")
+    with pytest.raises(ValueError, match="exp.jsonl, " + message.replace("(", r"\(").replace(")", r"\)")
+                       .replace("[", r"\[").replace("]", r"\]")):
+        import_runs(target, archive)
+    assert target.runs() == []  # the archive is checked whole before a run is recorded
+
+
+def test_the_commands_export_and_import_runs(tmp_path):
+    runner = CliRunner()
+    source = Store(tmp_path / "a.db")
+    _fill(source)
+    source.close()
+    archive = tmp_path / "exp.jsonl"
+    result = runner.invoke(app, ["export", "rl-sac", "--out", str(archive), "--store", str(tmp_path / "a.db")])
+    assert result.exit_code == 2 and "has no finished runs of 'rl-sac'; nothing to export" in result.output
+    assert not archive.exists()
+    result = runner.invoke(app, ["export", "no-such", "--out", str(archive), "--store", str(tmp_path / "a.db")])
+    assert result.exit_code == 2 and "no experiment named 'no-such'" in result.output
+
+    source = Store(tmp_path / "a.db")
+    source.record("rl-sac", {"env": "Hopper", "seed": 0}, {"final_return": 100.0})
+    source.record("rl-sac", {"env": "Hopper", "seed": 1}, {"final_return": 200.0})
+    source.close()
+    result = runner.invoke(app, ["export", "rl-sac", "--out", str(archive), "--store", str(tmp_path / "a.db")])
+    assert result.exit_code == 0, result.output
+    assert f"{archive}: 2 runs of rl-sac (2 added from" in result.output
+    result = runner.invoke(app, ["import", str(archive), "--store", str(tmp_path / "b.db")])
+    assert result.exit_code == 0, result.output
+    assert "2 runs recorded into" in result.output and "0 already there" in result.output
+    assert sorted(r.metrics["final_return"] for r in Store(tmp_path / "b.db").runs("rl-sac")) == [100.0, 200.0]
+
+    archive.write_text("{broken\n")
+    result = runner.invoke(app, ["import", str(archive), "--store", str(tmp_path / "b.db")])
+    assert result.exit_code == 2 and "line 1: not JSON" in result.output and "Traceback" not in result.output
+    result = runner.invoke(app, ["import", str(tmp_path / "missing.jsonl"), "--store", str(tmp_path / "b.db")])
+    assert result.exit_code == 2 and "missing.jsonl" in result.output

@@ -21,16 +21,16 @@ settings.load_profile(os.environ.get("SYMKIT_HYPOTHESIS_PROFILE", "default"))
 #: order, so a long file collected last keeps one worker busy after the other has finished; longest first, the
 #: workers end together. Keep it roughly sorted when a file's time changes much.
 LONGEST_FIRST = (
-    "tests/cli/test_cli_demo.py",  # 250 s
-    "tests/experiments/test_rpp_levels.py",  # 187 s
+    "tests/experiments/test_demo.py",  # 250 s
     "tests/rl/test_docs_rl.py",  # 165 s
     "tests/experiments/test_paper_scale.py",  # 165 s
     "tests/test_docs_examples.py",  # 161 s
-    "tests/experiments/test_emlp_data_efficiency.py",  # 125 s
     "tests/cli/test_probes.py",  # 108 s
     "tests/cli/test_cli_ray.py",  # 105 s
     "tests/cli/test_cli_resume.py",  # 54 s
     "tests/experiments/test_rl_sac.py",  # 47 s
+    "tests/experiments/test_rpp_levels.py",  # 40 s
+    "tests/experiments/test_emlp_data_efficiency.py",  # 40 s
     "tests/core/test_thesis_tables.py",  # 38 s
 )
 

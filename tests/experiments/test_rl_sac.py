@@ -38,7 +38,7 @@ def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, 
     assert folder.parent == tmp_path / "rl-sac" and (folder / "sac.zip").exists()
     again = exp.run(config)  # a finished run is not trained again
     assert again["resumed_from"] == 600 and again["curve_returns"] == out["curve_returns"]
-    assert sorted(os.listdir(folder)) == [".lock", "config.json", "curve.json", "replay.pkl", "sac.zip"]  # < FULL_STEPS
+    assert sorted(os.listdir(folder)) == [".lock", "config.json", "curve.json", "replay.npz", "sac.zip"]  # < FULL_STEPS
     longer = exp.make_config(quick=True, model="rpp", env="Walker2d", steps=900, checkpoint_every=900)
     assert shorter_run(longer) == folder
     more = exp.run(longer)  # a longer budget carries the finished run on
@@ -158,7 +158,7 @@ def test_a_run_continues_only_the_longest_finished_shorter_run_of_the_same_setti
     monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
     exp = get_experiment("rl-sac")
 
-    def fake_run(done=None, files=("sac.zip", "replay.pkl"), **changes):
+    def fake_run(done=None, files=("sac.zip", "replay.npz"), **changes):
         config = exp.make_config(quick=True, **changes)
         folder = checkpoint_dir(config)
         folder.mkdir(parents=True)
@@ -182,7 +182,7 @@ def test_a_run_continues_only_the_longest_finished_shorter_run_of_the_same_setti
     legacy.mkdir()  # no config.json: not considered
     (legacy / "curve.json").write_text(json.dumps({"num_timesteps": 4000}))
     assert shorter_run(target) == two
-    four = fake_run(steps=4000, checkpoint_every=1000)
+    four = fake_run(steps=4000, checkpoint_every=1000, files=("sac.zip", "replay.pkl"))  # an earlier version's buffer
     assert shorter_run(target) == four
     # a run stored before a legacy setting existed (its config.json lacks it) continues a run at the legacy value
     old_target = exp.make_config(quick=True, steps=5000, std_param="exp")

@@ -241,7 +241,7 @@ def test_a_run_resumes_from_its_checkpoint(tmp_path):
               learning_starts=100, batch_size=32, buffer_size=1000)
     first = train_sac(p, "rpp", 200, keep_replay=True, **kw)
     assert first.steps == [0, 100, 200] and first.resumed_from == 0
-    assert sorted(os.listdir(tmp_path)) == [".lock", "curve.json", "replay.pkl", "sac.zip"]  # .lock: symkit._locks
+    assert sorted(os.listdir(tmp_path)) == [".lock", "curve.json", "replay.npz", "sac.zip"]  # .lock: symkit._locks
     second = train_sac(p, "rpp", 300, **kw)  # a longer run with the same checkpoint goes on from step 200
     assert second.resumed_from == 200 and second.steps == [0, 100, 200, 300]
     assert second.returns[:3] == first.returns and second.model.num_timesteps == 300
@@ -256,31 +256,31 @@ def test_a_checkpoint_is_whole_or_refused(tmp_path, monkeypatch):
     replay buffer are of different steps is refused, naming the files, not resumed from the mixture."""
     import shutil
 
-    from stable_baselines3 import SAC
+    from symkit.rl import sac
 
     p = PRESETS["Hopper"]
     kw = dict(seed=1, eval_every=100, eval_episodes=1, checkpoint_every=100, ch=16, learning_starts=50,
               batch_size=16, buffer_size=1000, keep_replay=True)
     train_sac(p, "relu-mlp", 100, checkpoint_dir=tmp_path / "a", **kw)
-    saves, save_replay = [], SAC.save_replay_buffer
+    saves, save_replay = [], sac.save_replay
 
-    def killed_at_the_second_save(self, path):
+    def killed_at_the_second_save(buffer, path):
         saves.append(path)
         if len(saves) == 2:
             raise KeyboardInterrupt  # as a kill while the buffer is written
-        save_replay(self, path)
+        save_replay(buffer, path)
 
-    monkeypatch.setattr(SAC, "save_replay_buffer", killed_at_the_second_save)
+    monkeypatch.setattr(sac, "save_replay", killed_at_the_second_save)
     with pytest.raises(KeyboardInterrupt):
         train_sac(p, "relu-mlp", 200, checkpoint_dir=tmp_path / "b", **kw)
     monkeypatch.undo()
     resumed = train_sac(p, "relu-mlp", 200, checkpoint_dir=tmp_path / "b", **kw)
     assert resumed.resumed_from == 100 and resumed.steps == [0, 100, 200]
-    shutil.copy(tmp_path / "a" / "replay.pkl", tmp_path / "b")  # the buffer of step 100 beside the policy of 200
+    shutil.copy(tmp_path / "a" / "replay.npz", tmp_path / "b")  # the buffer of step 100 beside the policy of 200
     # 199 in b: stable-baselines3 stores a step's transition after the callback that saved at step 100 (a's final
     # save, after learning, has all 100)
-    with pytest.raises(ValueError, match=r"mixes two saves \(replay.pkl holds 100 transitions, curve.json was saved "
-                                         r"with 199\)"):
+    with pytest.raises(ValueError, match=r"mixes two saves \(the replay buffer holds 100 transitions, curve.json was "
+                                         r"saved with 199\)"):
         train_sac(p, "relu-mlp", 300, checkpoint_dir=tmp_path / "b", **kw)
     shutil.copy(tmp_path / "a" / "curve.json", tmp_path / "b")
     with pytest.raises(ValueError, match=r"sac.zip is at step 200, curve.json at step 100\); it cannot be resumed"):

@@ -53,6 +53,7 @@ from symkit._locks import exclusive
 from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.rl.presets import PRESETS, preset, simulator_versions
+from symkit.rl.replay import replay_file
 from symkit.rl.settings import HIDDEN, KINDS, MLP_KINDS, RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, STD_PARAMS
 from symkit.stats import difference, standard_error
 
@@ -156,7 +157,7 @@ def shorter_run(config: SACConfig) -> Path | None:
     for folder, theirs, curve in _checkpointed(f"{config.env}-{config.model}-seed{config.seed}-*"):
         steps = theirs.get("steps")
         if (isinstance(steps, int) and steps < config.steps and curve.get("num_timesteps") == steps
-                and _without_budget(theirs) == mine and (folder / "replay.pkl").exists()
+                and _without_budget(theirs) == mine and replay_file(folder) is not None
                 and (folder / "sac.zip").exists() and (best is None or steps > best[0])):
             best = (steps, folder)
     return best[1] if best else None
@@ -167,7 +168,7 @@ def _start_from(source: Path, folder: Path) -> None:
     are replaced, never written in place, so the source stays as it was); ``curve.json`` last, as a run resumes only
     when it is there."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("replay.pkl", "sac.zip", "curve.json"):
+    for name in (replay_file(source).name, "sac.zip", "curve.json"):
         tmp = folder / f"{name}.link"
         tmp.unlink(missing_ok=True)
         try:

@@ -62,6 +62,7 @@ from symkit.nn.rpp import RPPGatedNonlinearity, RPPLinear
 from symkit.progress import progress_bar
 from symkit.reps import Scalar
 from symkit.rl.presets import LocomotionPreset, preset
+from symkit.rl.replay import LEGACY_REPLAY_FILE, REPLAY_FILE, load_replay, replay_file, save_replay
 from symkit.rl.settings import HIDDEN, KINDS, MLP_KINDS, RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, STD_PARAMS
 from symkit.rl.transitions import hidden_rep, rl_code_hidden_rep, scale_last_layer
 from symkit.train import fused_options
@@ -355,9 +356,9 @@ class _Callback(BaseCallback):
             return
         self.checkpoint.mkdir(parents=True, exist_ok=True)
         seconds = self.result.seconds + time.perf_counter() - self.start
-        written = {"sac.zip": "sac.tmp.zip", "replay.pkl": "replay.tmp.pkl", "curve.json": "curve.json.tmp"}
+        written = {"sac.zip": "sac.tmp.zip", REPLAY_FILE: "replay.tmp.npz", "curve.json": "curve.json.tmp"}
         self.model.save(self.checkpoint / written["sac.zip"])
-        self.model.save_replay_buffer(self.checkpoint / written["replay.pkl"])
+        save_replay(self.model.replay_buffer, self.checkpoint / written[REPLAY_FILE])
         buffer = self.model.replay_buffer
         (self.checkpoint / written["curve.json"]).write_text(json.dumps(
             {"steps": self.result.steps, "returns": self.result.returns, "train_returns": self.result.train_returns,
@@ -365,6 +366,7 @@ class _Callback(BaseCallback):
              "replay": {"pos": int(buffer.pos), "full": bool(buffer.full)}}))
         for final, tmp in written.items():
             os.replace(self.checkpoint / tmp, self.checkpoint / final)
+        (self.checkpoint / LEGACY_REPLAY_FILE).unlink(missing_ok=True)  # a run resumed from an older checkpoint
 
     def _on_step(self) -> bool:
         self.bar.update(1)
@@ -414,10 +416,13 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
     if ckpt is not None and (ckpt / "sac.zip").exists() and (ckpt / "curve.json").exists():
         curve = json.loads((ckpt / "curve.json").read_text())
         finished = int(curve["num_timesteps"]) >= steps
-        if finished or (ckpt / "replay.pkl").exists():
+        replay = replay_file(ckpt)
+        if finished or replay is not None:
             model = SAC.load(ckpt / "sac.zip", env=env, device=runtime.device())
-            if not finished:
-                model.load_replay_buffer(ckpt / "replay.pkl")
+            if not finished and replay.name == LEGACY_REPLAY_FILE:
+                model.load_replay_buffer(replay)  # stable-baselines3's pickle, as earlier versions saved it
+            elif not finished:
+                load_replay(model.replay_buffer, replay)
             _check_resumable(ckpt, model, curve, replay=not finished)
             result.steps, result.returns = list(curve["steps"]), list(curve["returns"])
             result.train_returns, result.seconds = list(curve["train_returns"]), float(curve["seconds"])
@@ -433,7 +438,8 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
             callback.save()
         result.seconds += time.perf_counter() - callback.start
         if ckpt is not None and not keep_replay:
-            (ckpt / "replay.pkl").unlink(missing_ok=True)
+            for name in (REPLAY_FILE, LEGACY_REPLAY_FILE):
+                (ckpt / name).unlink(missing_ok=True)
     env.close()
     eval_env.close()
     result.model = model
@@ -453,7 +459,7 @@ def _check_resumable(folder: Path, model: SAC, curve: dict[str, Any], replay: bo
     saved = curve.get("replay")
     buffer = model.replay_buffer
     if replay and saved is not None and (int(buffer.pos), bool(buffer.full)) != (saved["pos"], saved["full"]):
-        problems.append(f"replay.pkl holds {buffer.size()} transitions, curve.json was saved with "
+        problems.append(f"the replay buffer holds {buffer.size()} transitions, curve.json was saved with "
                         f"{saved['pos'] if not saved['full'] else buffer.buffer_size}")
     if problems:
         raise ValueError(f"train_sac: the checkpoint in {folder} mixes two saves ({'; '.join(problems)}); it cannot "

@@ -106,7 +106,7 @@ def test_the_commands_export_and_import_runs(tmp_path):
     source = Store(tmp_path / "a.db")
     _fill(source)
     source.close()
-    archive = tmp_path / "exp.jsonl"
+    archive = tmp_path / "results" / "exp.jsonl"  # its folder is made
     result = runner.invoke(app, ["export", "rl-sac", "--out", str(archive), "--store", str(tmp_path / "a.db")])
     assert result.exit_code == 2 and "has no finished runs of 'rl-sac'; nothing to export" in result.output
     assert not archive.exists()

@@ -80,8 +80,9 @@ def read_archive(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 def write_archive(path: str | os.PathLike[str], entries: Iterable[Mapping[str, Any]]) -> int:
     """Write ``entries`` to ``path`` atomically (a temporary file renamed over it), sorted by experiment, setting
-    and seed, one per line; returns how many."""
+    and seed, one per line (its folder created if missing); returns how many."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     ordered = sorted(entries, key=lambda e: (_entry_key(e), e["finished_at"]))
     lines = [json.dumps(to_jsonable(dict(e)), sort_keys=True, separators=(",", ":")) for e in ordered]
     tmp = path.with_name(path.name + ".tmp")

@@ -115,11 +115,15 @@ def test_the_commands_export_and_import_runs(tmp_path):
 
     source = Store(tmp_path / "a.db")
     source.record("rl-sac", {"env": "Hopper", "seed": 0}, {"final_return": 100.0})
+    source.close()
+    result = runner.invoke(app, ["export", "rl-sac", "--out", str(archive), "--store", str(tmp_path / "a.db")])
+    assert f"{archive}: 1 run of rl-sac (1 added from" in result.output
+    source = Store(tmp_path / "a.db")
     source.record("rl-sac", {"env": "Hopper", "seed": 1}, {"final_return": 200.0})
     source.close()
     result = runner.invoke(app, ["export", "rl-sac", "--out", str(archive), "--store", str(tmp_path / "a.db")])
     assert result.exit_code == 0, result.output
-    assert f"{archive}: 2 runs of rl-sac (2 added from" in result.output
+    assert f"{archive}: 2 runs of rl-sac (1 added from" in result.output
     result = runner.invoke(app, ["import", str(archive), "--store", str(tmp_path / "b.db")])
     assert result.exit_code == 0, result.output
     assert "2 runs recorded into" in result.output and "0 already there" in result.output

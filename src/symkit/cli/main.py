@@ -305,6 +305,11 @@ def runs(
                 typer.echo("    " + "\n    ".join(r.error.strip().splitlines()))
 
 
+def _runs(n: int) -> str:
+    """``"1 run"``, ``"2 runs"``."""
+    return f"{n} run{'' if n == 1 else 's'}"
+
+
 @app.command("export")
 def export_command(
     name: Annotated[str, typer.Argument(help="Experiment name (see `symkit list`).")],
@@ -322,7 +327,7 @@ def export_command(
         if not db.runs(name, status="ok"):
             raise UsageError(f"{db.path} has no finished runs of {name!r}; nothing to export")
         total, added = export_runs(db, name, out)
-        typer.echo(f"{out}: {total} runs of {name} ({added} added from {db.path})")
+        typer.echo(f"{out}: {_runs(total)} of {name} ({added} added from {db.path})")
 
 
 @app.command("import")
@@ -338,7 +343,7 @@ def import_command(
         db = _open_store(store)
         for archive in archives:
             recorded, kept = import_runs(db, archive)
-            typer.echo(f"{archive}: {recorded} runs recorded into {db.path}, {kept} already there")
+            typer.echo(f"{archive}: {_runs(recorded)} recorded into {db.path}, {kept} already there")
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -84,6 +85,45 @@ def test_ctrl_c_stops_the_process_pool_and_the_sweep_resumes(tmp_path):
     resumed = run_symkit(*SWEEP, "--executor", "process", "--store", str(db))
     assert resumed.returncode == 0, resumed.stderr
     _assert_each_run_once(db)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (an exited child nobody has reaped yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # no /proc (not Linux): it exists
+        return True
+
+
+def test_sigterm_stops_the_process_pool_without_waiting_for_the_runs_in_flight(tmp_path):
+    """A scheduler's SIGTERM reaches the sweep process only, not its workers: the sweep stops them rather than
+    waiting for the runs they are in (each would take 600 s here)."""
+    db, log = tmp_path / "s.db", tmp_path / "toy.log"
+    proc = subprocess.Popen(symkit_cmd("reproduce", "cli-toy", "--quick", "--seeds", "0", "--set", "sleep=600",
+                                       "--executor", "process", "--jobs", "2", "--store", str(db)),
+                            env=cli_env(SYMKIT_TOY_LOG=str(log)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(executions(log)) < 2:  # both workers are in a run
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        workers = {pid for _, _, pid in (line.split() for line in log.read_text().splitlines())}
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Interrupted" in err and "Traceback" not in err
+    time.sleep(1)
+    alive = [pid for pid in workers if _running(int(pid))]
+    assert not alive, f"workers {alive} outlived the sweep"
+    assert _recorded(db) == set()
 
 
 def test_two_sweeps_on_one_store_at_once_record_every_run_once(tmp_path):

@@ -438,7 +438,7 @@ def _process(
         pool = _new_pool(jobs)
         in_flight: dict[Any, RunSpec] = {}
         suspects: list[RunSpec] = []
-        broken = False
+        broken = clean = False
         try:
             while queue or in_flight:
                 while queue and len(in_flight) < jobs:
@@ -465,8 +465,9 @@ def _process(
                     suspects += in_flight.values()
                     in_flight.clear()
                     break
-        finally:
-            _stop_pool(pool, clean=not broken)
+            clean = not broken
+        finally:  # interrupted (Ctrl-C, SIGTERM, the consumer closed early) or broken: stop the workers now
+            _stop_pool(pool, clean=clean)
         fruitless = fruitless + 1 if broken and not suspects else 0
         if fruitless >= 3:
             raise SweepError("the worker processes die before taking a run (3 pools in a row); check the machine's "

@@ -134,3 +134,25 @@ def test_the_commands_export_and_import_runs(tmp_path):
     assert result.exit_code == 2 and "line 1: not JSON" in result.output and "Traceback" not in result.output
     result = runner.invoke(app, ["import", str(tmp_path / "missing.jsonl"), "--store", str(tmp_path / "b.db")])
     assert result.exit_code == 2 and "missing.jsonl" in result.output
+
+
+def test_the_archives_kept_in_the_repository_hold_valid_finished_runs_of_their_experiment():
+    """results/NAME.jsonl: every line a run of experiment NAME whose config the experiment accepts, with the metrics
+    its report reads (for rl-sac, a learning curve)."""
+    from pathlib import Path
+
+    from symkit.experiments import get_experiment
+
+    archives = sorted((Path(__file__).resolve().parents[2] / "results").glob("*.jsonl"))
+    assert [p.name for p in archives if p.name == "rl-sac.jsonl"], archives
+    for path in archives:
+        exp = get_experiment(path.stem)
+        entries = read_archive(path)
+        assert entries and {e["experiment"] for e in entries} == {exp.name}
+        for entry in entries:
+            config = exp.make_config(**exp.complete(entry["config"]))
+            exp.check_config(config)
+            if exp.name == "rl-sac":
+                metrics = entry["metrics"]
+                assert metrics["curve_steps"][-1] == config.steps  # a finished run's curve reaches its budget
+                assert len(metrics["curve_returns"]) == len(metrics["curve_steps"])

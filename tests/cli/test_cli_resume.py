@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from symkit_cli_helpers import cli_env, default_sigint, executions, run_symkit, symkit_cmd
@@ -87,6 +89,27 @@ def test_ctrl_c_stops_the_process_pool_and_the_sweep_resumes(tmp_path):
     _assert_each_run_once(db)
 
 
+@contextmanager
+def _killed_if_failing(proc: subprocess.Popen) -> Iterator[None]:
+    """Kill the sweep if the block fails, so that no test leaves one running."""
+    try:
+        yield
+    except BaseException:
+        proc.kill()
+        raise
+
+
+def _stop(proc: subprocess.Popen, sig: int) -> str:
+    """Send ``sig`` to a running sweep, wait up to 60 s for it to end (killing it if not), return its stderr."""
+    try:
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return err
+
+
 def _running(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie (an exited child nobody has reaped yet)."""
     try:
@@ -108,17 +131,13 @@ def test_sigterm_stops_the_process_pool_without_waiting_for_the_runs_in_flight(t
                                        "--executor", "process", "--jobs", "2", "--store", str(db)),
                             env=cli_env(SYMKIT_TOY_LOG=str(log)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    try:
+    with _killed_if_failing(proc):
         deadline = time.monotonic() + 120
         while len(executions(log)) < 2:  # both workers are in a run
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
-        workers = {pid for _, _, pid in (line.split() for line in log.read_text().splitlines())}
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    workers = {pid for _, _, pid in (line.split() for line in log.read_text().splitlines())}
+    err = _stop(proc, signal.SIGTERM)
     assert proc.returncode == 130 and "Interrupted" in err and "Traceback" not in err
     time.sleep(1)
     alive = [pid for pid in workers if _running(int(pid))]
@@ -143,13 +162,9 @@ def test_sigterm_stops_the_sweep_cleanly(tmp_path):
     db = tmp_path / "s.db"
     proc = subprocess.Popen(symkit_cmd(*SWEEP, "--store", str(db)), env=cli_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    try:
+    with _killed_if_failing(proc):
         _wait_for_runs(db, proc, 1)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    err = _stop(proc, signal.SIGTERM)
     assert proc.returncode == 130 and "Interrupted" in err and "Traceback" not in err
     assert 1 <= len(_recorded(db)) < len(ALL_RUNS)
 

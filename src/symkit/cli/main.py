@@ -324,8 +324,6 @@ def export_command(
     with _clear_errors():
         get_experiment(name)
         db = _read_store(store)
-        if not db.runs(name, status="ok"):
-            raise UsageError(f"{db.path} has no finished runs of {name!r}; nothing to export")
         total, added = export_runs(db, name, out)
         typer.echo(f"{out}: {_runs(total)} of {name} ({added} added from {db.path})")
 

@@ -35,15 +35,10 @@ def replay_file(folder: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def filled_rows(buffer: Any) -> int:
-    """How many rows of ``buffer`` hold transitions: all of them once it has wrapped, else up to its position."""
-    return int(buffer.buffer_size if buffer.full else buffer.pos)
-
-
 def save_replay(buffer: Any, path: str | os.PathLike[str]) -> None:
     """Write the filled rows of a stable-baselines3 ``ReplayBuffer`` to ``path`` (an uncompressed ``.npz``: float
     transitions do not compress)."""
-    n = filled_rows(buffer)
+    n = buffer.size()  # the filled rows: all of them once the buffer has wrapped, else up to its position
     arrays = {name: getattr(buffer, name)[:n] for name in FIELDS if getattr(buffer, name, None) is not None}
     with open(path, "wb") as f:
         np.savez(f, pos=np.int64(buffer.pos), full=np.bool_(buffer.full), buffer_size=np.int64(buffer.buffer_size),

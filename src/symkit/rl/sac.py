@@ -419,10 +419,11 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
         replay = replay_file(ckpt)
         if finished or replay is not None:
             model = SAC.load(ckpt / "sac.zip", env=env, device=runtime.device())
-            if not finished and replay.name == LEGACY_REPLAY_FILE:
-                model.load_replay_buffer(replay)  # stable-baselines3's pickle, as earlier versions saved it
-            elif not finished:
-                load_replay(model.replay_buffer, replay)
+            if not finished:
+                if replay.name == LEGACY_REPLAY_FILE:  # stable-baselines3's pickle, as earlier versions saved it
+                    model.load_replay_buffer(replay)
+                else:
+                    load_replay(model.replay_buffer, replay)
             _check_resumable(ckpt, model, curve, replay=not finished)
             result.steps, result.returns = list(curve["steps"]), list(curve["returns"])
             result.train_returns, result.seconds = list(curve["train_returns"]), float(curve["seconds"])

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from symkit.store.db import RunRecord, Store, StoreError, config_hash, to_jsonable
+from symkit.store.db import RunRecord, Store, config_hash, to_jsonable
 
 ARCHIVE_FORMAT = "symkit-runs/1"
 _FIELDS: dict[str, tuple[type, ...]] = {
@@ -96,24 +96,21 @@ def write_archive(path: str | os.PathLike[str], entries: Iterable[Mapping[str, A
 
 def export_runs(store: Store, experiment: str, path: str | os.PathLike[str]) -> tuple[int, int]:
     """Add ``experiment``'s finished runs in ``store`` to the archive at ``path`` (created if missing); a run
-    already in the archive is kept as it is there. Returns ``(runs in the archive, runs added)``."""
+    already in the archive is kept as it is there. Returns ``(runs in the archive, runs added)``; a store with no
+    finished run of ``experiment`` raises ``ValueError`` (nothing to export) and leaves the archive as it was."""
+    runs = store.runs(experiment, status="ok")
+    if not runs:
+        raise ValueError(f"{store.path} has no finished runs of {experiment!r}; nothing to export")
     path = Path(path)
-    existing = read_archive(path) if path.exists() else []
-    by_key = {_entry_key(e): e for e in existing}
-    added = 0
-    for run in store.runs(experiment, status="ok"):
-        entry = run_to_entry(run)
-        if _entry_key(entry) not in by_key:
-            by_key[_entry_key(entry)] = entry
-            added += 1
-    return write_archive(path, by_key.values()), added
+    by_key = {_entry_key(e): e for e in (read_archive(path) if path.exists() else [])}
+    added = [run for run in runs if run.key not in by_key]
+    by_key.update((run.key, run_to_entry(run)) for run in added)
+    return write_archive(path, by_key.values()), len(added)
 
 
 def import_runs(store: Store, path: str | os.PathLike[str]) -> tuple[int, int]:
     """Record the runs of the archive at ``path`` into ``store``; a run the store already has finished is kept as
     it is there (a failed one is replaced). Returns ``(runs recorded, runs already stored)``."""
-    if store.readonly:
-        raise StoreError(f"results store {str(store.path)!r} was opened read-only; cannot import runs into it")
     recorded = kept = 0
     for entry in read_archive(path):
         written = store.record(entry["experiment"], entry["config"], entry["metrics"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -95,8 +96,7 @@ def test_a_bad_archive_line_is_named_and_nothing_is_recorded(tmp_path, line, mes
         line = json.dumps(entry)
     archive.write_text(good + "\n" + line + "\n")
     target = Store(tmp_path / "b.db")
-    with pytest.raises(ValueError, match="exp.jsonl, " + message.replace("(", r"\(").replace(")", r"\)")
-                       .replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ValueError, match=re.escape("exp.jsonl, " + message)):
         import_runs(target, archive)
     assert target.runs() == []  # the archive is checked whole before a run is recorded
 

@@ -3,6 +3,7 @@ simulator: a transformed state is a valid state (joints within their ranges, the
 is the transformed one) and one step from it with the transformed action lands on the transformed next state."""
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ pytest.importorskip("mujoco")
 
 from symkit.reps import PseudoScalar, Scalar, V  # noqa: E402
 from symkit.rl import EXTRA_PRESETS, PRESETS, preset, quaternion_to_matrix  # noqa: E402
-from symkit.rl.presets import Z2_FRONT_BACK, Z2_LEFT_RIGHT  # noqa: E402
+from symkit.rl.presets import Z2_FRONT_BACK, Z2_LEFT_RIGHT, MujocoWarning, mujoco_warnings  # noqa: E402
 
 #: unobserved leading coordinates of qpos, and how a mirror acts on them (planar environments)
 UNOBSERVED = {"Hopper": 1, "HalfCheetah": 1, "Walker2d": 1, "Swimmer": 2, "InvertedPendulum": 0}
@@ -21,12 +22,15 @@ EVERY = {**PRESETS, **EXTRA_PRESETS}
 
 @pytest.fixture(scope="module")
 def envs(tmp_path_factory):
-    here = os.getcwd()
-    os.chdir(tmp_path_factory.mktemp("mujoco"))  # MuJoCo logs Humanoid's compiler warning to the working directory
+    here, workdir = os.getcwd(), tmp_path_factory.mktemp("mujoco")
+    os.chdir(workdir)  # MuJoCo's own warning handler would log to MUJOCO_LOG.TXT here (test_mujoco_warnings_...)
     try:
-        out = {name: p.make_env() for name, p in EVERY.items()}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MujocoWarning)
+            out = {name: p.make_env() for name, p in EVERY.items()}
     finally:
         os.chdir(here)
+    assert list(workdir.iterdir()) == []
     yield out
     for env in out.values():
         env.close()
@@ -178,3 +182,38 @@ def test_the_inverted_pendulums_mirror_is_almost_exact(envs):
         state = np.concatenate([q1, v1])
         misses.append(np.abs(np.concatenate([q1g, v1g]) - np.concatenate([tq, tv])).max() / np.abs(state).max())
     assert 1e-6 < max(misses) < 1e-3, misses
+
+
+def _unstable_step():
+    """One MuJoCo step from a NaN velocity: MuJoCo warns that the simulation is unstable (every version)."""
+    import mujoco
+
+    model = mujoco.MjModel.from_xml_string("<mujoco><worldbody><body><geom size='.1'/><freejoint/></body>"
+                                           "</worldbody></mujoco>")
+    data = mujoco.MjData(model)
+    data.qvel[:] = np.nan
+    mujoco.mj_step(model, data)
+
+
+def test_mujoco_warnings_become_python_warnings(tmp_path, monkeypatch):
+    import mujoco
+
+    monkeypatch.chdir(tmp_path)
+    before = mujoco.get_mju_user_warning()
+    with pytest.warns(MujocoWarning, match=r"^mujoco: Nan, Inf or huge value in QVEL .* unstable"):
+        with mujoco_warnings():
+            _unstable_step()
+    assert mujoco.get_mju_user_warning() is before  # MuJoCo's handler is back
+    assert list(tmp_path.iterdir()) == []  # and nothing was logged to the working directory
+
+
+def test_mujoco_warnings_as_errors_raise_after_the_block():
+    # an exception inside MuJoCo's callback would abort the process: the warning is raised once MuJoCo returned
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MujocoWarning)
+        reached = []
+        with pytest.raises(MujocoWarning, match="unstable"):
+            with mujoco_warnings():
+                _unstable_step()
+                reached.append(True)
+    assert reached == [True]

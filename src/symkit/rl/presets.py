@@ -35,7 +35,9 @@ body inertias that ``v5`` appends by default, giving the 27 and 45 numbers of Ta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +48,7 @@ from symkit.groups.base import Group
 from symkit.reps import PseudoScalar, Rep, Scalar, T, V
 
 __all__ = ["LocomotionPreset", "PRESETS", "EXTRA_PRESETS", "preset", "require_gymnasium", "simulator_versions",
-           "quaternion_to_matrix"]
+           "MujocoWarning", "mujoco_warnings", "quaternion_to_matrix"]
 
 _SWAP = np.array([[0.0, 1.0], [1.0, 0.0]])
 #: the two mirror groups of Swimmer (Table A.10: Z2 left/right times Z2 front/back); distinct groups by name
@@ -63,6 +65,30 @@ def require_gymnasium() -> Any:
         raise ImportError("the MuJoCo environments need gymnasium and mujoco, which are not installed; install the "
                           "rl extra: pip install 'symkit[rl]'") from exc
     return gymnasium
+
+
+class MujocoWarning(UserWarning):
+    """A warning MuJoCo printed while a symkit preset built its environment."""
+
+
+@contextmanager
+def mujoco_warnings() -> Iterator[None]:
+    """Route MuJoCo's warnings inside the block to Python's ``warnings`` (category :class:`MujocoWarning`, shown
+    once per process by the default filter) instead of MuJoCo's own handler, which prints each one and appends it
+    to ``MUJOCO_LOG.TXT`` in the working directory: with mujoco 4, every HalfCheetah built from gymnasium's model
+    file warns that ``settotalmass`` is deprecated, once per environment. The messages are collected and warned
+    after the block, since an exception raised inside MuJoCo's callback (``-W error``) would abort the process."""
+    import mujoco
+
+    messages: list[str] = []
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(messages.append)
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+        for message in messages:
+            warnings.warn(f"mujoco: {message}", MujocoWarning, stacklevel=3)
 
 
 def simulator_versions() -> str:
@@ -160,9 +186,11 @@ class LocomotionPreset:
         return [{f: (h if f == H else np.eye(f.d)) for f in factors} for h in H.discrete_generators]
 
     def make_env(self, **kwargs: Any) -> Any:
-        """``gymnasium.make(env_id)`` with the preset's observation settings (plus ``kwargs``)."""
+        """``gymnasium.make(env_id)`` with the preset's observation settings (plus ``kwargs``). What MuJoCo warns
+        of while compiling the model comes as a Python warning (:func:`mujoco_warnings`)."""
         gym = require_gymnasium()
-        return gym.make(self.env_id, **{**self.env_kwargs, **kwargs})
+        with mujoco_warnings():
+            return gym.make(self.env_id, **{**self.env_kwargs, **kwargs})
 
 
 def _pairs(first: int, n: int) -> list[int]:

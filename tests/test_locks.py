@@ -5,14 +5,17 @@ lock."""
 import multiprocessing
 import os
 import signal
+import threading
 
 import pytest
 import torch
 
-from symkit._locks import RunInUse, exclusive, exclusive_file
+from symkit import _locks
+from symkit._locks import RunInUse, exclusive, exclusive_file, holder
 from symkit.train import Trainer
 
-pytest.importorskip("fcntl")
+fcntl = pytest.importorskip("fcntl")
+
 
 
 def _hold(folder, ready, release, lock_file=False):
@@ -74,3 +77,46 @@ def test_a_trainer_is_refused_a_checkpoint_another_process_trains(tmp_path):
         proc.join(30)
     assert len(fit().history) == 2 and checkpoint.exists()  # released: trains
     assert (tmp_path / "runs" / "model.pt.lock").read_text() == str(os.getpid())
+
+
+def test_holder_names_the_process_that_holds_a_folder_and_none_when_free(tmp_path):
+    folder = tmp_path / "run"
+    assert holder(folder / ".lock") is None  # no lock file yet
+    with exclusive(folder, "rl-sac"):
+        assert holder(folder / ".lock") == os.getpid()
+    assert holder(folder / ".lock") is None  # released (the file stays, with the last holder's pid)
+    proc, release = _holder(folder)
+    try:
+        assert holder(folder / ".lock") == proc.pid
+    finally:
+        release.set()
+        proc.join(30)
+    assert holder(folder / ".lock") is None
+    with exclusive(folder, "rl-sac"):  # a probe's instant does not stand in a run's way afterwards
+        pass
+
+
+def _probe_for(lock, seconds):
+    """Hold a shared lock on ``lock`` for ``seconds`` from another open file, as a slow :func:`holder` probe would."""
+    fd = os.open(lock, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    timer = threading.Timer(seconds, lambda: (fcntl.flock(fd, fcntl.LOCK_UN), os.close(fd)))
+    timer.start()
+    return timer
+
+
+def test_a_run_waits_out_a_probe_but_not_a_holder(tmp_path):
+    folder = tmp_path / "run"
+    with exclusive(folder, "rl-sac"):
+        pass
+    timer = _probe_for(folder / ".lock", _locks.PROBE_GRACE / 5)
+    with exclusive(folder, "rl-sac"):  # taken once the probe let go, within the grace
+        assert (folder / ".lock").read_text() == str(os.getpid())
+    timer.join()
+    timer = _probe_for(folder / ".lock", 3 * _locks.PROBE_GRACE)
+    try:
+        with pytest.raises(RunInUse, match="in use by another process"):
+            with exclusive(folder, "rl-sac"):
+                pass
+    finally:
+        timer.join()

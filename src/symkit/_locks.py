@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,9 +23,52 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["RunInUse", "exclusive", "exclusive_file"]
+__all__ = ["RunInUse", "exclusive", "exclusive_file", "holder"]
 
 _held: dict[Path, int] = {}  # lock files this process holds, with how many nested holds
+
+
+#: how long a lock is tried for before it counts as held: :func:`holder` holds one for an instant
+PROBE_GRACE = 0.5
+
+
+def _lock_now_or_soon(fd: int) -> None:
+    """``flock(fd, LOCK_EX)``, tried for up to :data:`PROBE_GRACE` seconds (a :func:`holder` probe in that instant is
+    not another run); ``BlockingIOError`` if it stays held."""
+    deadline = time.monotonic() + PROBE_GRACE
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
+def holder(lock: str | os.PathLike) -> int | None:
+    """The process id of the process that holds the lock file ``lock`` now (as it wrote there; -1 when it wrote
+    nothing readable), or None when none does (or there is no such file). It probes with a shared lock held for an
+    instant, which :func:`exclusive_file` waits out. Where ``fcntl`` is missing, always None."""
+    path = Path(lock).resolve()
+    if path in _held:
+        return os.getpid()
+    if fcntl is None:  # pragma: no cover - Windows
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.read(fd, 32).decode(errors="replace").strip()
+            return int(text) if text.isdigit() else -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 class RunInUse(RuntimeError):
@@ -62,7 +106,7 @@ def exclusive_file(lock: str | os.PathLike | None, what: str,
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _lock_now_or_soon(fd)
     except BlockingIOError:
         holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
         os.close(fd)

@@ -182,3 +182,11 @@ def test_a_broken_experiment_module_does_not_hide_the_others(runner, toy, monkey
     assert "experiment module no_such_module_for_symkit failed to import: ModuleNotFoundError" in result.stderr
     unknown = invoke(runner, "report", "nope")
     assert "modules that failed to import: no_such_module_for_symkit" in unknown.output
+
+
+@pytest.mark.parametrize("seconds,text", [(-1.0, "0 s"), (40.4, "40 s"), (12 * 60, "12 min"), (3.5 * 3600, "3.5 h"),
+                                          (2 * 86400, "2.0 days")])
+def test_ages_of_unfinished_runs_read_in_a_sensible_unit(seconds, text):
+    from symkit.cli.main import _ago
+
+    assert _ago(seconds) == text

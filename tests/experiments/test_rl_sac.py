@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import os
+import re
 
 import pytest
 
@@ -323,3 +324,39 @@ def test_a_run_that_another_process_is_training_is_refused_not_trained_twice(tmp
     finally:
         release.set()
         holder.join(60)
+
+
+def test_symkit_runs_lists_the_unfinished_runs_with_their_progress_and_who_trains_them(tmp_path):
+    """``symkit runs rl-sac`` shows, after the stored runs, each checkpointed run that has not finished: steps done
+    of its budget, its last evaluation, when it saved and whether a process is training it now; a run finished in
+    the store (its folder may remain) is not listed again."""
+    from typer.testing import CliRunner
+
+    from symkit._locks import exclusive
+    from symkit.cli.main import app
+    from symkit.experiments.rl_sac import unfinished
+    from symkit.store import Store
+
+    exp = get_experiment("rl-sac")
+    store_path = tmp_path / "runs.db"
+    runs = lambda: CliRunner().invoke(app, ["runs", "rl-sac", "--store", str(store_path)])  # noqa: E731
+    configs = [exp.make_config(env="Hopper", model="rpp", steps=60_000, seed=seed) for seed in (0, 1)]
+    for config in configs:
+        folder = checkpoint_dir(config)
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
+        (folder / "curve.json").write_text(json.dumps({"num_timesteps": 20_000, "steps": [0, 10_000, 20_000],
+                                                       "returns": [100.0, 450.0, 312.4], "seconds": 1500.0}))
+    assert [(u.config["seed"], u.done, u.total, u.holder) for u in unfinished()] == [(0, 20_000, 60_000, None),
+                                                                                      (1, 20_000, 60_000, None)]
+    with Store(store_path) as store:  # seed 1 finished (stored) while its folder stays
+        store.record(experiment="rl-sac", config=exp.identity(dataclasses.asdict(configs[1])), metrics={"x": 1.0})
+    result = runs()
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("ok     seed=1 ") and len(lines) == 2, lines
+    assert lines[1].startswith("unfinished seed=0 ") and "env=Hopper" in lines[1] and "steps=60000" in lines[1]
+    assert re.search(r"  \[20000 of 60000 steps, last evaluation 312, saved \d+ s ago, stopped: the same command "
+                     r"carries it on\]$", lines[1]), lines[1]
+    with exclusive(checkpoint_dir(configs[0]), "rl-sac"):  # training now, in this process
+        assert re.search(rf"s ago, training now \(pid {os.getpid()}\)\]$", runs().output.splitlines()[1])

@@ -283,7 +283,8 @@ def runs(
     failed: Annotated[bool, typer.Option("--failed", help="Only failed runs, with their errors.")] = False,
     store: StoreOption = None,
 ) -> None:
-    """The stored runs of an experiment: config, seed, status, time (and the error of failed runs)."""
+    """The stored runs of an experiment: config, seed, status, time (and the error of failed runs); then its runs
+    that checkpointed and have not finished, how far each got and whether it is training now."""
     with _clear_errors():
         db = _read_store(store)
         if name is None:
@@ -293,7 +294,8 @@ def runs(
                 typer.echo(f"  {experiment}: " + ", ".join(f"{n} {status}" for status, n in sorted(by_status.items())))
             return
         records = db.runs(name, status="failed" if failed else None)
-        if not records:
+        pending = [] if failed else _unfinished_lines(name, db)
+        if not records and not pending:
             known = ", ".join(db.counts()) or "(none)"
             typer.echo(f"No {'failed ' if failed else ''}runs of {name!r} in {db.path} (experiments stored: {known}).")
             return
@@ -303,6 +305,47 @@ def runs(
                        f"{r.attempts}]")
             if r.error and failed:
                 typer.echo("    " + "\n    ".join(r.error.strip().splitlines()))
+        for line in pending:
+            typer.echo(line)
+
+
+def _ago(seconds: float) -> str:
+    """``"40 s"``, ``"12 min"``, ``"3.5 h"``, ``"2.0 days"``."""
+    if seconds < 90:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
+
+
+def _unfinished_lines(name: str, db: Store) -> list[str]:
+    """One line per run of ``name`` that saved progress without finishing (``Experiment.unfinished``) and has no
+    finished run in ``db``: how far it got, when it saved, and whether a process is training it now."""
+    import time
+
+    from symkit.experiments.registry import get_experiment
+    from symkit.store.db import config_hash
+
+    try:
+        exp = get_experiment(name)
+    except KeyError:  # runs stored by an experiment this install does not have
+        return []
+    if exp.unfinished is None:
+        return []
+    finished = {key for key, status in db.status_of(name).items() if status == "ok"}
+    lines = []
+    for u in exp.unfinished():
+        values = exp.identity(u.config)
+        seed = values.get("seed")
+        if (config_hash(values), seed) in finished:
+            continue
+        config = ", ".join(f"{k}={v}" for k, v in values.items() if k != "seed")
+        state = "stopped: the same command carries it on" if u.holder is None else (
+            f"training now (pid {u.holder})" if u.holder > 0 else "training now")
+        note = f", {u.note}" if u.note else ""
+        lines.append(f"unfinished seed={seed} {config}  [{u.done} of {u.total} {u.unit}{note}, saved "
+                     f"{_ago(time.time() - u.saved_at)} ago, {state}]")
+    return lines
 
 
 def _runs(n: int) -> str:

@@ -22,6 +22,8 @@ Anatomy of an experiment:
 - ``summarize``: optional, extra report text built from the seed-aggregated rows (see :data:`Summarize`).
 - ``figures``: optional, figures that need the individual runs (curves, say) rather than seed means (see
   :data:`Figures`); ``symkit report`` calls it beside the declared ``plots``.
+- ``unfinished``: optional, for experiments whose runs checkpoint: ``unfinished()`` lists the runs with saved
+  progress that have not finished (:class:`Unfinished`), which ``symkit runs NAME`` shows beside the stored runs.
 - ``legacy``: optional, ``{field: value}`` for fields added to the config after runs were stored, with the value
   those runs had. A run's identity in the results store (:meth:`Experiment.identity`) leaves such a field out while
   it has that value, so the stored runs stay the same runs (not rerun, grouped with new ones); a stored config
@@ -82,6 +84,21 @@ class PaperValue:
     where: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""  # e.g. "Table 1"
     stderr: float | None = None
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """A run that saved progress (a checkpoint) and has not finished: ``done`` of ``total`` ``unit`` at
+    ``saved_at`` (seconds since the epoch), trained now by process ``holder`` (None: stopped; the same command
+    carries it on)."""
+
+    config: Mapping[str, Any]  # the run's full config, seed included
+    done: int
+    total: int
+    unit: str
+    saved_at: float
+    holder: int | None = None
+    note: str = ""  # e.g. "last evaluation 1983"
 
 
 @dataclass(frozen=True)
@@ -193,6 +210,7 @@ class Experiment:
     figures: Figures | None = None
     validate: Callable[[Any], None] | None = None
     legacy: Mapping[str, Any] = field(default_factory=dict)
+    unfinished: Callable[[], Sequence[Unfinished]] | None = None
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.config):

@@ -49,16 +49,16 @@ import numpy as np
 
 from symkit import runtime
 from symkit._checks import require
-from symkit._locks import exclusive
+from symkit._locks import exclusive, holder
 from symkit.experiments.fields import Count, NonNegative, Positive, Seed
-from symkit.experiments.registry import Experiment, Plot, register
+from symkit.experiments.registry import Experiment, Plot, Unfinished, register
 from symkit.rl.presets import PRESETS, preset, simulator_versions
 from symkit.rl.replay import replay_file
 from symkit.rl.settings import HIDDEN, KINDS, MLP_KINDS, RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, STD_PARAMS
 from symkit.stats import difference, standard_error
 
-__all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "in_progress", "comparisons", "comparison_figure",
-           "figures", "FULL_STEPS"]
+__all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "in_progress", "unfinished", "comparisons",
+           "comparison_figure", "figures", "FULL_STEPS"]
 
 #: the thesis's run length; a finished run this long or longer drops its replay buffer (a run shorter keeps it, so
 #: a longer budget can continue it: 200 MB for Hopper's 10^6 transitions, stored whole however many are filled)
@@ -389,16 +389,30 @@ def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def in_progress() -> list[dict[str, Any]]:
     """The runs under ``$SYMKIT_CHECKPOINTS/rl-sac`` that have checkpointed but not finished (a sweep stopped, or
     one still running): each one's stored ``config``, steps ``done``, evaluation ``returns`` and training
-    ``seconds`` so far, ordered by environment, model and seed. Folders of runs from before configs were stored are
-    passed over."""
+    ``seconds`` so far, and its checkpoint ``folder``, ordered by environment, model and seed. Folders of runs from
+    before configs were stored are passed over."""
     running = []
-    for _, config, curve in _checkpointed():
+    for folder, config, curve in _checkpointed():
         done, steps, returns = curve.get("num_timesteps"), config.get("steps"), curve.get("returns")
         if isinstance(done, int) and isinstance(steps, int) and done < steps and returns:
             running.append({"config": config, "done": done, "returns": list(returns),
-                            "seconds": float(curve.get("seconds", math.nan))})
+                            "seconds": float(curve.get("seconds", math.nan)), "folder": folder})
     return sorted(running, key=lambda r: (str(r["config"].get("env")), str(r["config"].get("model")),
                                           int(r["config"].get("seed", 0))))
+
+
+def unfinished() -> list[Unfinished]:
+    """:func:`in_progress` for ``symkit runs``: each run's steps done, its last evaluation return, when it saved and
+    the process training it now (read from its folder's lock)."""
+    out = []
+    for r in in_progress():
+        try:
+            saved_at = (r["folder"] / "curve.json").stat().st_mtime
+        except OSError:  # finished and removed since
+            continue
+        out.append(Unfinished(r["config"], r["done"], r["config"]["steps"], "steps", saved_at,
+                              holder(r["folder"] / ".lock"), f"last evaluation {r['returns'][-1]:.0f}"))
+    return out
 
 
 def curve_groups(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[tuple[str, int], list[tuple[list, list]]]]:
@@ -530,6 +544,7 @@ EXPERIMENT = register(
         quick={"steps": 600, "learning_starts": 300, "batch_size": 64, "buffer_size": 10_000, "ch": 64,
                "eval_every": 300, "eval_episodes": 2, "checkpoint_every": 300},
         legacy=LEGACY,
+        unfinished=unfinished,
         sweep={"env": tuple(PRESETS), "model": ("relu-mlp", "rpp"), "seed": (0, 1, 2, 3)},
         quick_sweep={"env": ("Hopper",), "model": ("relu-mlp", "rpp"), "seed": (0,)},
         summarize=summarize,

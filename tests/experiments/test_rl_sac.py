@@ -37,6 +37,8 @@ def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, 
     assert out["mean_best_return"] >= out["mean_return"] and out["best_return"] == max(out["curve_returns"])
     folder = checkpoint_dir(config)
     assert folder.parent == tmp_path / "rl-sac" and (folder / "sac.zip").exists()
+    saves = json.loads((folder / "curve.json").read_text())["saves"]  # (steps, training seconds) per checkpoint
+    assert [n for n, _ in saves] == [300, 600] and 0 < saves[0][1] <= saves[1][1]
     again = exp.run(config)  # a finished run is not trained again
     assert again["resumed_from"] == 600 and again["curve_returns"] == out["curve_returns"]
     assert sorted(os.listdir(folder)) == [".lock", "config.json", "curve.json", "replay.npz", "sac.zip"]  # < FULL_STEPS
@@ -46,6 +48,7 @@ def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, 
     assert more["resumed_from"] == 600 and more["continued_from"] == folder.name
     assert more["curve_steps"] == [0, 300, 600, 900] and more["curve_returns"][:3] == out["curve_returns"]
     assert json.loads((folder / "curve.json").read_text())["num_timesteps"] == 600  # the shorter run is untouched
+    assert [n for n, _ in json.loads((checkpoint_dir(longer) / "curve.json").read_text())["saves"]] == [300, 600, 900]
     assert exp.run(config)["curve_returns"] == out["curve_returns"]
     runs = [{"config": {"env": "Walker2d", "model": m}, "seed": 0, "metrics": out} for m in ("rpp", "mlp")]
     paths = figures(runs, tmp_path / "report")  # the curves, and rpp against mlp
@@ -216,6 +219,13 @@ def test_the_report_lists_the_runs_in_progress_from_their_checkpoints(tmp_path, 
     assert summarize([]).splitlines()[-1] == ("| Hopper | 60000 | rpp | bilinear 0.03, rl-code hidden, "
                                              "entropy -0.5 dim A, softplus std | 1 | 20000 | 300 | 450 | 25 min "
                                              "| 1.7 h |")  # 40,000 steps left at 0.15 s: 6,000 s
+    # with its checkpoints' times: the pace between the last two (after learning_starts), here 0.05 s a step after
+    # a slow start (a run that shared its cores), so 40,000 steps left take 2,000 s
+    folder = checkpoint_dir(exp.make_config(env="Hopper", model="rpp", steps=60_000, seed=1))
+    curve = json.loads((folder / "curve.json").read_text())
+    curve["saves"] = [[5_000, 10.0], [10_000, 15.0], [15_000, 1250.0], [20_000, 1500.0]]
+    (folder / "curve.json").write_text(json.dumps(curve))
+    assert summarize([]).splitlines()[-1].endswith("| 25 min | 33 min |")
 
 
 def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_given_a_verdict():

@@ -287,7 +287,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     if running:
         lines += ["", "Runs in progress (read from their checkpoints; not results until they finish):", "",
                   "| env | steps | model | settings | seed | done | return at the last evaluation | best so far "
-                  "| time so far | time left (at its rate so far) |",
+                  "| time so far | time left (at its latest pace) |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {r['config'].get('env')} | {r['config'].get('steps')} | {r['config'].get('model')} | "
                   f"{_settings(r['config'])} | {r['config'].get('seed')} | {r['done']} | {r['returns'][-1]:.0f} | "
@@ -308,13 +308,20 @@ def _libraries_line(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _time_left(running: Mapping[str, Any]) -> float:
-    """Seconds an unfinished run still needs at its rate so far: its training seconds per update (the updates
-    start at ``learning_starts``; they, not the environment, take the time) times the steps left."""
+    """Seconds an unfinished run still needs: the steps left times its training seconds per step between its last
+    two checkpoints (``saves``; both after ``learning_starts``, where the updates, not the environment, take the
+    time), so a run that shared its cores earlier is judged by its pace now; for a run without two such
+    checkpoints, its seconds per update so far."""
     config, done = running["config"], running["done"]
-    updates = done - int(config.get("learning_starts") or 0)
+    starts, left = int(config.get("learning_starts") or 0), int(config["steps"]) - done
+    saves = [(int(n), float(t)) for n, t in running.get("saves") or [] if int(n) > starts]
+    if len(saves) >= 2 and saves[-1][0] > saves[-2][0]:
+        (n0, t0), (n1, t1) = saves[-2:]
+        return (t1 - t0) / (n1 - n0) * left
+    updates = done - starts
     if updates <= 0 or not math.isfinite(running["seconds"]):
         return math.nan
-    return running["seconds"] / updates * (int(config["steps"]) - done)
+    return running["seconds"] / updates * left
 
 
 def _duration(seconds: float) -> str:
@@ -396,7 +403,8 @@ def in_progress() -> list[dict[str, Any]]:
         done, steps, returns = curve.get("num_timesteps"), config.get("steps"), curve.get("returns")
         if isinstance(done, int) and isinstance(steps, int) and done < steps and returns:
             running.append({"config": config, "done": done, "returns": list(returns),
-                            "seconds": float(curve.get("seconds", math.nan)), "folder": folder})
+                            "seconds": float(curve.get("seconds", math.nan)), "saves": curve.get("saves", []),
+                            "folder": folder})
     return sorted(running, key=lambda r: (str(r["config"].get("env")), str(r["config"].get("model")),
                                           int(r["config"].get("seed", 0))))
 

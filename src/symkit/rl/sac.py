@@ -324,6 +324,8 @@ class SACResult:
     seconds: float = 0.0
     resumed_from: int = 0
     model: Any = None
+    #: ``(steps, training seconds so far)`` at each checkpoint: the recent pace, for an estimate of the time left
+    saves: list[tuple[int, float]] = field(default_factory=list)
 
 
 class _Callback(BaseCallback):
@@ -356,13 +358,14 @@ class _Callback(BaseCallback):
             return
         self.checkpoint.mkdir(parents=True, exist_ok=True)
         seconds = self.result.seconds + time.perf_counter() - self.start
+        self.result.saves.append((int(self.num_timesteps), seconds))
         written = {"sac.zip": "sac.tmp.zip", REPLAY_FILE: "replay.tmp.npz", "curve.json": "curve.json.tmp"}
         self.model.save(self.checkpoint / written["sac.zip"])
         save_replay(self.model.replay_buffer, self.checkpoint / written[REPLAY_FILE])
         buffer = self.model.replay_buffer
         (self.checkpoint / written["curve.json"]).write_text(json.dumps(
             {"steps": self.result.steps, "returns": self.result.returns, "train_returns": self.result.train_returns,
-             "seconds": seconds, "num_timesteps": int(self.num_timesteps),
+             "seconds": seconds, "num_timesteps": int(self.num_timesteps), "saves": self.result.saves,
              "replay": {"pos": int(buffer.pos), "full": bool(buffer.full)}}))
         for final, tmp in written.items():
             os.replace(self.checkpoint / tmp, self.checkpoint / final)
@@ -427,6 +430,7 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
             _check_resumable(ckpt, model, curve, replay=not finished)
             result.steps, result.returns = list(curve["steps"]), list(curve["returns"])
             result.train_returns, result.seconds = list(curve["train_returns"]), float(curve["seconds"])
+            result.saves = [(int(n), float(t)) for n, t in curve.get("saves", [])]  # none before symkit kept them
             result.resumed_from = int(model.num_timesteps)
     if model is None:
         model = make_sac(p, kind, env, seed=seed, **sac_kwargs)

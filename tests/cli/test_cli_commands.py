@@ -139,6 +139,12 @@ def test_failed_runs_exit_nonzero_and_are_listed_with_their_error(runner, toy, t
     assert "ran 4 (2 failed)" in result.output and "--retry-failed" in result.output
     listing = invoke(runner, "runs", "cli-toy", "--failed", "--store", str(db))
     assert listing.output.count("failed seed=1") == 2
+    # the settings every listed run shares come once, above the runs; each run's line keeps what sets it apart
+    shared, *lines = invoke(runner, "runs", "cli-toy", "--store", str(db)).output.splitlines()
+    assert shared == ("Settings shared by every run listed: crash_seed=-1, fail_seed=-1, scale=0.5, sizes=[1, 2], "
+                      "sleep=0.0, tag=a")
+    assert sorted(line.split("  [")[0] for line in lines) == ["failed seed=1 n=10", "failed seed=1 n=100",
+                                                              "ok     seed=0 n=10", "ok     seed=0 n=100"]
     assert "RuntimeError: toy failure on purpose (seed 1)" in listing.output
     monkeypatch.delenv("SYMKIT_TOY_FAIL_SEEDS")
     retry = invoke(runner, "reproduce", "cli-toy", "--quick", "--retry-failed", "--store", str(db))

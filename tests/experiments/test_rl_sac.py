@@ -363,10 +363,11 @@ def test_symkit_runs_lists_the_unfinished_runs_with_their_progress_and_who_train
         store.record(experiment="rl-sac", config=exp.identity(dataclasses.asdict(configs[1])), metrics={"x": 1.0})
     result = runs()
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    assert lines[0].startswith("ok     seed=1 ") and len(lines) == 2, lines
-    assert lines[1].startswith("unfinished seed=0 ") and "env=Hopper" in lines[1] and "steps=60000" in lines[1]
-    assert re.search(r"  \[20000 of 60000 steps, last evaluation 312, saved \d+ s ago, stopped: the same command "
-                     r"carries it on\]$", lines[1]), lines[1]
+    shared, *lines = result.output.splitlines()
+    assert shared.startswith("Settings shared by every run listed: ") and "env=Hopper" in shared, shared
+    assert "steps=60000" in shared and "seed=" not in shared
+    assert len(lines) == 2 and lines[0].startswith("ok     seed=1  ["), lines
+    assert re.fullmatch(r"unfinished seed=0  \[20000 of 60000 steps, last evaluation 312, saved \d+ s ago, stopped: "
+                        r"the same command carries it on\]", lines[1]), lines[1]
     with exclusive(checkpoint_dir(configs[0]), "rl-sac"):  # training now, in this process
-        assert re.search(rf"s ago, training now \(pid {os.getpid()}\)\]$", runs().output.splitlines()[1])
+        assert re.search(rf"s ago, training now \(pid {os.getpid()}\)\]$", runs().output.splitlines()[2])

@@ -294,19 +294,28 @@ def runs(
                 typer.echo(f"  {experiment}: " + ", ".join(f"{n} {status}" for status, n in sorted(by_status.items())))
             return
         records = db.runs(name, status="failed" if failed else None)
-        pending = [] if failed else _unfinished_lines(name, db)
+        pending = [] if failed else _unfinished(name, db)
         if not records and not pending:
             known = ", ".join(db.counts()) or "(none)"
             typer.echo(f"No {'failed ' if failed else ''}runs of {name!r} in {db.path} (experiments stored: {known}).")
             return
-        for r in records:
-            config = ", ".join(f"{k}={v}" for k, v in r.config.items() if k != "seed")
-            typer.echo(f"{r.status:6} seed={r.seed} {config}  [{r.duration:.1f}s, {r.finished_at}, attempts "
-                       f"{r.attempts}]")
-            if r.error and failed:
-                typer.echo("    " + "\n    ".join(r.error.strip().splitlines()))
-        for line in pending:
-            typer.echo(line)
+        rows = [(f"{r.status:6}", r.config, f"{r.duration:.1f}s, {r.finished_at}, attempts {r.attempts}",
+                 r.error if failed else None) for r in records]
+        rows += [("unfinished", config, state, None) for config, state in pending]
+        shared = _shared_settings([config for _, config, _, _ in rows])
+        if len(rows) > 1 and shared:
+            typer.echo("Settings shared by every run listed: " + ", ".join(f"{k}={v}" for k, v in shared.items()))
+        for status, config, state, error in rows:
+            own = [f"{k}={v}" for k, v in config.items() if k != "seed" and (len(rows) == 1 or k not in shared)]
+            typer.echo(f"{status} seed={config.get('seed')}" + (" " + ", ".join(own) if own else "") + f"  [{state}]")
+            if error:
+                typer.echo("    " + "\n    ".join(error.strip().splitlines()))
+
+
+def _shared_settings(configs: list[dict]) -> dict:
+    """The settings (all but the seed) that every config has, with the same value."""
+    first, rest = configs[0], configs[1:]
+    return {k: v for k, v in first.items() if k != "seed" and all(k in c and c[k] == v for c in rest)}
 
 
 def _ago(seconds: float) -> str:
@@ -318,9 +327,9 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
 
 
-def _unfinished_lines(name: str, db: Store) -> list[str]:
-    """One line per run of ``name`` that saved progress without finishing (``Experiment.unfinished``) and has no
-    finished run in ``db``: how far it got, when it saved, and whether a process is training it now."""
+def _unfinished(name: str, db: Store) -> list[tuple[dict, str]]:
+    """``(config, state)`` of each run of ``name`` that saved progress without finishing (``Experiment.unfinished``)
+    and has no finished run in ``db``: how far it got, when it saved, and whether a process is training it now."""
     import time
 
     from symkit.experiments.registry import get_experiment
@@ -333,19 +342,17 @@ def _unfinished_lines(name: str, db: Store) -> list[str]:
     if exp.unfinished is None:
         return []
     finished = {key for key, status in db.status_of(name).items() if status == "ok"}
-    lines = []
+    out = []
     for u in exp.unfinished():
         values = exp.identity(u.config)
-        seed = values.get("seed")
-        if (config_hash(values), seed) in finished:
+        if (config_hash(values), values.get("seed")) in finished:
             continue
-        config = ", ".join(f"{k}={v}" for k, v in values.items() if k != "seed")
         state = "stopped: the same command carries it on" if u.holder is None else (
             f"training now (pid {u.holder})" if u.holder > 0 else "training now")
         note = f", {u.note}" if u.note else ""
-        lines.append(f"unfinished seed={seed} {config}  [{u.done} of {u.total} {u.unit}{note}, saved "
-                     f"{_ago(time.time() - u.saved_at)} ago, {state}]")
-    return lines
+        out.append((values, f"{u.done} of {u.total} {u.unit}{note}, saved {_ago(time.time() - u.saved_at)} ago, "
+                            f"{state}"))
+    return out
 
 
 def _runs(n: int) -> str:

@@ -7,7 +7,8 @@ epochs as its own. :func:`exclusive` holds an advisory lock (``fcntl.flock``) on
 touches its folder, :func:`exclusive_file` on a lock file of its own (the Trainer's ``<checkpoint>.lock``): released
 when the run ends or its process dies (a killed sweep leaves no stale lock), re-entrant within a process (the
 experiment and :func:`symkit.rl.sac.train_sac` both take it). The lock file keeps the holder's process id for the
-message. Where ``fcntl`` is missing (Windows) runs are not guarded.
+message, and :func:`holder` reads it back for a run that is training now (``symkit runs``). Where ``fcntl`` is
+missing (Windows) runs are not guarded.
 """
 
 from __future__ import annotations
@@ -108,10 +109,10 @@ def exclusive_file(lock: str | os.PathLike | None, what: str,
     try:
         _lock_now_or_soon(fd)
     except BlockingIOError:
-        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        pid = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
         os.close(fd)
         guarded = Path(held).resolve() if held is not None else path
-        raise RunInUse(f"{what}: {guarded} is in use by another process (pid {holder}); two processes training one "
+        raise RunInUse(f"{what}: {guarded} is in use by another process (pid {pid}); two processes training one "
                        "run would mix their checkpoints. Wait for it to finish (or stop it: the run resumes from its "
                        "last checkpoint), then start this again") from None
     try:

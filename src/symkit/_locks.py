@@ -47,6 +47,11 @@ def _lock_now_or_soon(fd: int) -> None:
             time.sleep(0.05)
 
 
+def _pid_in(fd: int) -> str:
+    """The process id a holder wrote into the open lock file ``fd`` (empty if none was written yet)."""
+    return os.read(fd, 32).decode(errors="replace").strip()
+
+
 def holder(lock: str | os.PathLike) -> int | None:
     """The process id of the process that holds the lock file ``lock`` now (as it wrote there; -1 when it wrote
     nothing readable), or None when none does (or there is no such file). It probes with a shared lock held for an
@@ -64,7 +69,7 @@ def holder(lock: str | os.PathLike) -> int | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            text = os.read(fd, 32).decode(errors="replace").strip()
+            text = _pid_in(fd)
             return int(text) if text.isdigit() else -1
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
@@ -109,7 +114,7 @@ def exclusive_file(lock: str | os.PathLike | None, what: str,
     try:
         _lock_now_or_soon(fd)
     except BlockingIOError:
-        pid = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        pid = _pid_in(fd) or "unknown"
         os.close(fd)
         guarded = Path(held).resolve() if held is not None else path
         raise RunInUse(f"{what}: {guarded} is in use by another process (pid {pid}); two processes training one "

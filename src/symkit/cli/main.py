@@ -313,9 +313,13 @@ def runs(
 
 
 def _shared_settings(configs: list[dict]) -> dict:
-    """The settings (all but the seed) that every config has, with the same value."""
+    """The settings (all but the seed) that every config has, with the same value, compared as canonical JSON (as
+    ``symkit report`` compares them, :func:`symkit.runner.report.varying_keys`)."""
+    from symkit.store.db import canonical_json
+
     first, rest = configs[0], configs[1:]
-    return {k: v for k, v in first.items() if k != "seed" and all(k in c and c[k] == v for c in rest)}
+    return {k: v for k, v in first.items()
+            if k != "seed" and all(k in c and canonical_json(c[k]) == canonical_json(v) for c in rest)}
 
 
 def _ago(seconds: float) -> str:

@@ -1,7 +1,7 @@
 """The cost of one SAC update (docs/rl.md, "Cost"): stable-baselines3's SAC with symkit's networks, per model and
 setting, against the RL code's ReLU baseline in the same run.
 
-    .venv/bin/python benchmarks/bench_sac.py [--env Hopper] [--updates 20] [--repeats 5] [--threads 1]
+    .venv/bin/python benchmarks/bench_sac.py [--env Hopper] [--updates 20] [--repeats 5] [--predicts 300] [--threads 1]
         [--device cpu|cuda|mps]
 
 Rows: ``relu-mlp`` (the baseline), ``mlp`` (swish), the RPP-EMLP with the uniform hidden reps and with the RL
@@ -9,7 +9,10 @@ code's (``rl-code``: ``126 T0 + 55 V + 5 V⊗V`` for Hopper), and each RPP once 
 critics' weight gradients computed during the actor's loss, as stable-baselines3 does on its own). Each row builds
 the model with :func:`symkit.rl.sac.make_sac` (256 channels, batch 256), fills the replay buffer with 400 steps
 (100 updates), then times ``--repeats`` calls of ``model.train(gradient_steps=--updates)``: seconds per update,
-minimum and median, and the median's ratio to the baseline's.
+minimum and median, and the median's ratio to the baseline's. A second table times ``predict`` of one observation
+(what a run calls once per environment step and once per evaluation step) for each model with freeze, and for the
+RPP once more with its layers' inference caches off (``WeightCache.cache_weights = False``): each predict then
+assembles every weight again, as before symkit kept them between updates.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
+import numpy as np
 import torch
 
 import benchcommon as bc
@@ -30,8 +35,10 @@ ROWS = (("relu-mlp", "relu-mlp", "rl-code", True), ("mlp (swish)", "mlp", "rl-co
         ("rpp, rl-code hidden", "rpp", "rl-code", True), ("rpp, rl-code hidden, no freeze", "rpp", "rl-code", False))
 
 
-def seconds_per_update(env: str, kind: str, hidden: str, freeze: bool, updates: int, repeats: int) -> list[float]:
-    """Seconds per update of ``repeats`` timed calls of ``updates`` SAC updates each (after 100 untimed ones)."""
+def seconds_per_update(env: str, kind: str, hidden: str, freeze: bool, updates: int,
+                       repeats: int) -> tuple[list[float], Any]:
+    """Seconds per update of ``repeats`` timed calls of ``updates`` SAC updates each (after 100 untimed ones), and
+    the model."""
     from symkit.rl import PRESETS
     from symkit.rl.sac import make_sac
 
@@ -49,7 +56,28 @@ def seconds_per_update(env: str, kind: str, hidden: str, freeze: bool, updates: 
         model.train(gradient_steps=updates, batch_size=256)
         bc.synchronize(model.device)
         times.append((time.perf_counter() - start) / updates)
-    return times
+    return times, model
+
+
+def seconds_per_predict(model: Any, calls: int, caches: bool = True) -> float:
+    """Median seconds of a deterministic ``predict`` of one observation, over ``calls`` calls (after 20 untimed),
+    with the actor's inference caches on or off."""
+    from symkit.nn._weight_cache import WeightCache
+
+    layers = [m for m in model.policy.actor.modules() if isinstance(m, WeightCache)]
+    for m in layers:
+        m.cache_weights = caches
+    obs = np.zeros(model.observation_space.shape, dtype=np.float32)
+    for _ in range(20):
+        model.predict(obs, deterministic=True)
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        model.predict(obs, deterministic=True)
+        times.append(time.perf_counter() - start)
+    for m in layers:
+        m.cache_weights = True
+    return statistics.median(times)
 
 
 def main() -> None:
@@ -57,6 +85,7 @@ def main() -> None:
     parser.add_argument("--env", default="Hopper", help="a symkit.rl preset (default Hopper)")
     parser.add_argument("--updates", type=int, default=20, help="updates per timed call (default 20)")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per row (default 5)")
+    parser.add_argument("--predicts", type=int, default=300, help="timed predict calls per row (default 300)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as a sweep's workers)")
     bc.add_device_option(parser)
     args = parser.parse_args()
@@ -71,13 +100,23 @@ def main() -> None:
     print(f"SAC updates on {args.env}, {bc.describe(device)}, {args.threads} thread(s), batch 256, 256 channels")
     print("| model | s per update (min) | median | ratio to relu-mlp |")
     print("|---|---|---|---|")
-    baseline = None
+    baseline, predicts = None, []
     with runtime.using(runtime.RunSettings(device=str(device))):
         for label, kind, hidden, freeze in ROWS:
-            times = seconds_per_update(args.env, kind, hidden, freeze, args.updates, args.repeats)
+            times, model = seconds_per_update(args.env, kind, hidden, freeze, args.updates, args.repeats)
             median = statistics.median(times)
             baseline = baseline or median
             print(f"| {label} | {min(times):.4f} | {median:.4f} | {median / baseline:.2f}x |", flush=True)
+            if freeze:  # the freeze changes updates only: one predict row per actor
+                predicts.append((label, seconds_per_predict(model, args.predicts)))
+                if kind == "rpp" and hidden == "rl-code":
+                    predicts.append((f"{label}, no inference caches",
+                                     seconds_per_predict(model, args.predicts, caches=False)))
+    print(f"\npredict, one observation, deterministic (median of {args.predicts} calls)")
+    print("| model | ms per predict | ratio to relu-mlp |")
+    print("|---|---|---|")
+    for label, seconds in predicts:
+        print(f"| {label} | {seconds * 1e3:.2f} | {seconds / predicts[0][1]:.2f}x |")
 
 
 if __name__ == "__main__":

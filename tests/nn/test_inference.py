@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from symkit.groups import SO
-from symkit.nn import EMLP, EquivariantLinear, export
+from symkit.nn import EMLP, BiLinear, EquivariantLinear, RPPLinear, export
 from symkit.reps import Scalar, V
 
 
@@ -19,19 +19,37 @@ def _model():
     return EMLP(2 * V(G), Scalar, G, ch=24, num_layers=2, dtype=torch.float64)
 
 
-def test_eval_caches_the_weight_until_a_parameter_changes():
+def _layer(kind: str) -> torch.nn.Module:
     G = SO(3)
-    layer = EquivariantLinear(V(G) + Scalar, V(G), dtype=torch.float64).eval()
-    x = torch.randn(4, 4, dtype=torch.float64)
+    rep = 2 * Scalar + 2 * V(G) + V(G) * V(G)
+    if kind == "linear":
+        return EquivariantLinear(rep, rep, dtype=torch.float64)
+    if kind == "rpp":
+        return RPPLinear(rep, rep, dtype=torch.float64)
+    return BiLinear(rep, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("kind", ["linear", "rpp", "bilinear"])
+def test_eval_caches_the_weight_until_a_parameter_changes(kind):
+    """EquivariantLinear, RPPLinear and BiLinear assemble their weights from their parameters; in eval mode without
+    gradients they do it once per parameter state, and give what they give in training mode."""
+    torch.manual_seed(0)
+    layer = _layer(kind).eval()
+    x = torch.randn(4, layer.rep_in.size, dtype=torch.float64)
     with torch.no_grad():
         y1 = layer(x)
-        cached = layer.__dict__["_eval_cache"][1]
-        assert layer(x) is not None and layer.__dict__["_eval_cache"][1] is cached  # reused, not rebuilt
+        cached = layer.__dict__["_eval_cache"][1][0]
+        assert layer(x) is not None and layer.__dict__["_eval_cache"][1][0] is cached  # reused, not rebuilt
         for p in layer.parameters():
             p.add_(0.5)  # an in-place change bumps the version counter: the cache must not be used
         y2 = layer(x)
-    assert layer.__dict__["_eval_cache"][1] is not cached
+    rebuilt = layer.__dict__["_eval_cache"][1][0]
+    assert rebuilt is not cached
+    layer(x).sum().backward()  # with gradients: built afresh, the cache neither used nor replaced
+    assert layer.__dict__["_eval_cache"][1][0] is rebuilt
+    assert all(p.grad is not None for p in layer.parameters() if p.numel())
     layer.train()
+    assert "_eval_cache" not in layer.__dict__
     torch.testing.assert_close(y2, layer(x).detach(), rtol=0, atol=1e-12)
     assert not torch.allclose(y1, y2)
 

@@ -12,6 +12,8 @@ pytest.importorskip("stable_baselines3")
 
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
+from symkit.nn import EquivariantLinear  # noqa: E402
+from symkit.nn._weight_cache import WeightCache  # noqa: E402
 from symkit.rl import PRESETS  # noqa: E402
 from symkit.rl.sac import (  # noqa: E402
     SACResult,
@@ -208,18 +210,17 @@ def test_freezing_the_critics_for_the_actors_loss_changes_no_update():
     assert all(q.requires_grad for q in frozen.policy.critic.parameters())
 
 
-def test_the_target_critics_follow_their_polyak_updates():
+@pytest.mark.parametrize("kind", ["emlp", "rpp"])
+def test_the_target_critics_follow_their_polyak_updates(kind):
     """stable-baselines3 averages the target critics (in eval mode for good) through ``p.data``, which bumps no
-    version counter: their EMLP layers must not serve a cached weight, or the targets would stay at their start."""
+    version counter: their layers must not serve a cached weight, or the targets would stay at their start."""
     from stable_baselines3.common.utils import polyak_update
 
-    from symkit.nn import EquivariantLinear
-
-    p, model = _sac("Walker2d", "emlp")
+    p, model = _sac("Walker2d", kind)
     policy = model.policy
-    layers = [m for m in policy.critic_target.modules() if isinstance(m, EquivariantLinear)]
-    assert layers and not any(m.cache_weights for m in layers) and not policy.critic_target.training
-    assert all(m.cache_weights for m in policy.critic.modules() if isinstance(m, EquivariantLinear))
+    layers = [m for m in policy.critic_target.modules() if isinstance(m, WeightCache)]
+    assert len(layers) >= 6 and not any(m.cache_weights for m in layers) and not policy.critic_target.training
+    assert all(m.cache_weights for m in policy.critic.modules() if isinstance(m, WeightCache))
     obs = torch.randn(5, model.observation_space.shape[0])
     act = torch.rand(5, p.action_size) * 2 - 1
     with torch.no_grad():
@@ -233,6 +234,37 @@ def test_the_target_critics_follow_their_polyak_updates():
         policy.critic_target.eval()
     assert not torch.allclose(before, after)
     torch.testing.assert_close(after, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_predict_reuses_the_actors_weights_until_an_update_changes_them():
+    """stable-baselines3 puts the policy in eval mode before every ``predict``; symkit's policy skips that call
+    when nothing would change, so the actor's assembled weights (``WeightCache``) serve every environment and
+    evaluation step between two updates. Its optimiser is fused (bumps no version counter): the first ``predict``
+    after an update switches the mode back and must act with the new weights, as an actor that caches nothing."""
+    p, model = _sac("Hopper", "rpp")
+    model.learn(120)  # 20 updates after learning_starts
+    obs = np.random.default_rng(0).normal(size=(3, model.observation_space.shape[0])).astype(np.float32)
+    layers = [m for m in model.policy.actor.modules() if isinstance(m, WeightCache)]
+    assert {type(m).__name__ for m in layers} == {"RPPLinear", "BiLinear", "EquivariantLinear"}
+
+    def uncached() -> np.ndarray:
+        for m in layers:
+            m.cache_weights = False
+        try:
+            return model.predict(obs, deterministic=True)[0]
+        finally:
+            for m in layers:
+                m.cache_weights = True
+
+    before = model.predict(obs, deterministic=True)[0]
+    cached = [m.__dict__.get("_eval_cache") for m in layers]
+    assert all(c is not None for m, c in zip(layers, cached) if not isinstance(m, EquivariantLinear))
+    assert np.array_equal(model.predict(obs, deterministic=True)[0], before)
+    assert all(m.__dict__.get("_eval_cache") is c for m, c in zip(layers, cached))  # reused, not rebuilt
+    model.train(gradient_steps=1, batch_size=32)
+    after = model.predict(obs, deterministic=True)[0]
+    assert not np.array_equal(after, before)
+    np.testing.assert_array_equal(after, uncached())
 
 
 def test_a_run_resumes_from_its_checkpoint(tmp_path):

@@ -25,6 +25,7 @@ from symkit._checks import check_number
 from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import factory, on
 from symkit.nn._inputs import check_input, check_rep
+from symkit.nn._weight_cache import WeightCache
 from symkit.reps.core import Rep
 from symkit.reps.solve import object_index
 
@@ -108,7 +109,7 @@ def _interactions(rep: Rep) -> tuple[list[tuple[int, int]], list[_Interaction], 
     return shapes, out, [blk.pos for blk in blocks]
 
 
-class BiLinear(Equivariant, nn.Module):
+class BiLinear(Equivariant, WeightCache, nn.Module):
     """The cheap bilinear layer (Sec. 2.6 / §2.4 of the notes): ``y = scale * W(x) x``.
 
     ``W(x)`` is a map ``rep -> rep`` whose blocks of each tensor type are filled with learned linear combinations
@@ -191,6 +192,13 @@ class BiLinear(Equivariant, nn.Module):
         for w in self.weights:
             w.copy_(torch.randn(w.shape, dtype=w.dtype) / math.sqrt(w.shape[1]))
 
+    def _group_weights(self) -> list[torch.Tensor]:
+        """Each group's weights (scaled), gathered from the parameters in the layout of its matrix product."""
+        if not self._groups:
+            return []
+        flat = torch.cat([w.reshape(-1) for w in self.weights]) * self.scale
+        return [flat.index_select(0, getattr(self, f"w_index_{g}")) for g in range(len(self._groups))]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(lambda: f"BiLinear({self.rep!r})", self, x, self.size)
         lead = x.shape[:-1]
@@ -198,9 +206,7 @@ class BiLinear(Equivariant, nn.Module):
         x2 = x.reshape(n_b, self.size)  # not -1: a batch of 0 has no inferable size
         acc: dict[int, torch.Tensor] = {}
         operands = iter(torch.split(x2.index_select(1, self.reads), self._read_sizes, dim=1))
-        flat = torch.cat([w.reshape(-1) for w in self.weights]) * self.scale if self._groups else None
-        for g, (kind, m, d, members, widths) in enumerate(self._groups):
-            W = flat.index_select(0, getattr(self, f"w_index_{g}"))
+        for (kind, m, d, members, widths), W in zip(self._groups, self._cached(self._group_weights)):
             outs = []
             if kind == "z":  # Z[b, (c, k), i] = sum_j x_j[c] w_ijk, then out[b, a, i] = sum_{c,k} M[a, c, k] Z
                 m_in, d_in = m, d

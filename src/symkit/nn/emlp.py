@@ -22,6 +22,7 @@ from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import Resettable, factory, on
 from symkit.nn._inputs import check_input, check_rep
 from symkit.nn._isotypic import IrrepProduct, plan_irreps
+from symkit.nn._weight_cache import WeightCache
 from symkit.nn.bilinear import BiLinear
 from symkit.reps.core import Rep, Scalar, SumRep, T
 from symkit.reps.solve import dense_array
@@ -234,7 +235,7 @@ class _BasisExpansion(nn.Module):
         return torch.cat(pieces).index_select(0, self.inverse)
 
 
-class EquivariantLinear(Equivariant, nn.Module):
+class EquivariantLinear(Equivariant, WeightCache, nn.Module):
     """``y = W x + b`` with ``W`` equivariant (``rho_out(g) W = W rho_in(g)``) and ``b`` invariant.
 
     ``vec(W) = Q beta`` with ``Q`` the orthonormal basis of ``rep_in >> rep_out`` (eq. 2.6); ``b = Q_b beta_b``
@@ -255,10 +256,6 @@ class EquivariantLinear(Equivariant, nn.Module):
     an EMA or Polyak-averaged target network kept in eval mode) are only seen after the next ``eval()``, or always
     with ``cache_weights = False``. :meth:`to_linear` gives the equivalent ``nn.Linear``.
     """
-
-    #: cache the assembled weight in eval mode without gradients (class docstring); set False on a layer whose
-    #: parameters are written behind autograd's back while it stays in eval mode (a Polyak-averaged target network)
-    cache_weights: bool = True
 
     def __init__(self, rep_in: Rep, rep_out: Rep, bias: bool = True, device: Any = None,
                  dtype: torch.dtype | None = None, irreps: bool = True) -> None:
@@ -292,22 +289,9 @@ class EquivariantLinear(Equivariant, nn.Module):
         if self.bias_basis is not None:
             self.bias_basis.reset_parameters()
 
-    def train(self, mode: bool = True) -> EquivariantLinear:
-        """Set the mode (``eval()`` calls it too) and drop the cached weight: an ``eval()`` after training always
-        starts from the current parameters, whatever wrote them."""
-        self.__dict__.pop("_eval_cache", None)
-        return super().train(mode)
-
     def _assembled(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(W, b)``: built every call while training or recording gradients, cached otherwise."""
-        if self.training or torch.is_grad_enabled() or not self.cache_weights:
-            return self.weight, self.bias
-        key = tuple((p._version, p.data_ptr(), p.device, p.dtype) for p in self.parameters())
-        cache = self.__dict__.get("_eval_cache")
-        if cache is None or cache[0] != key:
-            cache = (key, self.weight, self.bias)
-            self.__dict__["_eval_cache"] = cache
-        return cache[1], cache[2]
+        return self._cached(lambda: (self.weight, self.bias))
 
     def to_linear(self) -> nn.Linear:
         """An ``nn.Linear`` with this layer's current ``W`` and ``b`` (same device and dtype)."""

@@ -30,6 +30,7 @@ from torch import nn
 from symkit.groups.base import Group
 from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import Resettable, factory
+from symkit.nn._weight_cache import WeightCache
 from symkit.nn.emlp import (
     BiLinear,
     EquivariantLinear,
@@ -50,7 +51,7 @@ __all__ = ["RPPLinear", "RPPGatedNonlinearity", "RPPEMLP", "RPPConv2d", "rpp_pen
 BASIC_INIT_SCALE = 1e-3
 
 
-class RPPLinear(Resettable, Equivariant, nn.Module):
+class RPPLinear(Resettable, Equivariant, WeightCache, nn.Module):
     """``y = (A + B) x + a + b``: an equivariant linear layer (``A``, ``a``) plus a flexible one (``B``, ``b``):
     dense, or with ``subgroup=H`` an equivariant layer of ``H`` (reps restricted by :meth:`Rep.restrict`). The
     flexible path starts at ``BASIC_INIT_SCALE`` times the equivariant path's scale."""
@@ -87,10 +88,13 @@ class RPPLinear(Resettable, Equivariant, nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """One matmul with the summed weight ``A + B`` (and bias ``a + b``): the two paths cost one dense layer."""
         check_input(lambda: f"RPPLinear (rep_in {self.rep_in!r})", self, x, self.equivariant.in_features)
+        return torch.nn.functional.linear(x, *self._cached(self._summed))
+
+    def _summed(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(A + B, a + b)``: the weight and bias of the two paths summed."""
         eq = self.equivariant
         W = eq.weight + self.basic.weight
-        b = self.basic.bias if eq.bias_basis is None else eq.bias + self.basic.bias
-        return torch.nn.functional.linear(x, W, b)
+        return W, (self.basic.bias if eq.bias_basis is None else eq.bias + self.basic.bias)
 
 
 class RPPGatedNonlinearity(Resettable, Equivariant, nn.Module):

@@ -57,7 +57,8 @@ from torch import nn
 from symkit import runtime
 from symkit._checks import check_number
 from symkit._locks import exclusive
-from symkit.nn import EMLP, MLP, RPPEMLP, EquivariantLinear
+from symkit.nn import EMLP, MLP, RPPEMLP
+from symkit.nn._weight_cache import WeightCache
 from symkit.nn.rpp import RPPGatedNonlinearity, RPPLinear
 from symkit.progress import progress_bar
 from symkit.reps import Scalar
@@ -263,7 +264,7 @@ class SymmetricSACPolicy(SACPolicy):
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
         for layer in self.critic_target.modules():  # in eval mode for good, Polyak-averaged through p.data
-            if isinstance(layer, EquivariantLinear):
+            if isinstance(layer, WeightCache):
                 layer.cache_weights = False
         for net in (self.actor, self.critic):  # the same optimiser class and settings, with the RPP's decays
             options = dict(self.optimizer_kwargs)
@@ -275,6 +276,16 @@ class SymmetricSACPolicy(SACPolicy):
             if self.max_grad_norm > 0:
                 net.optimizer.register_step_pre_hook(_clip_before_step(self.max_grad_norm))
         self.critic_frozen_hooks = _freeze_for_the_actor(self.critic, self.actor.optimizer)
+
+    def set_training_mode(self, mode: bool) -> None:
+        """Set the mode unless every module already has it: stable-baselines3 calls this with ``False`` before each
+        ``predict`` (every environment step and evaluation step), and a redundant ``eval()`` would drop the layers'
+        inference caches (``symkit.nn._weight_cache``) each time. Its updates set ``True`` first, so the first
+        ``predict`` after them changes the mode and starts from the new parameters."""
+        if all(m.training == mode for net in (self.actor, self.critic) for m in net.modules()):
+            self.training = mode
+            return
+        super().set_training_mode(mode)
 
     def make_actor(self, features_extractor: BaseFeaturesExtractor | None = None) -> Actor:
         kwargs = self._update_features_extractor(self.actor_kwargs, features_extractor)

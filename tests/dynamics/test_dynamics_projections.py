@@ -28,6 +28,8 @@ from symkit.dynamics import (
     project,
     project_vector,
     relative_dimension,
+    translation_projection_1d,
+    translation_projection_2d,
 )
 from symkit.groups import Group, Z
 
@@ -136,6 +138,36 @@ def test_fft_1d_equals_group_average_on_both_axes():
         spec = LayerSpec(CyclicTranslations1D(5, axis), CyclicTranslations1D(5, axis))
         A = _rand(spec, axis)
         assert (fft_projection_1d(A, axis) - group_average(A, spec)).abs().max() < 1e-14
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 6])
+def test_translation_projections_are_the_group_averages_and_the_papers_ffts(n):
+    """The wrapped-diagonal means that ``project`` uses for Z_n^2 and Z_n are Lemma 2's averages (float64 rounding)
+    and Eqs. 42 and 64's FFT projections, with channels and on both axes."""
+    spec = LayerSpec(CyclicTranslations2D(n), CyclicTranslations2D(n), c_in=2, c_out=3)
+    A = _rand(spec, n)
+    P = translation_projection_2d(A)
+    assert P.shape == A.shape
+    assert (P - group_average(A, spec)).abs().max() < 1e-14
+    assert (P - fft_projection_2d(A)).abs().max() < 1e-14
+    for axis in (0, 1):
+        spec = LayerSpec(CyclicTranslations1D(n, axis), CyclicTranslations1D(n, axis), c_in=2, c_out=3)
+        A = _rand(spec, n + axis)
+        P = translation_projection_1d(A, axis)
+        assert P.shape == A.shape
+        assert (P - group_average(A, spec)).abs().max() < 1e-14
+        assert (P - fft_projection_1d(A, axis)).abs().max() < 1e-14
+        assert (project(A, spec) - P).abs().max() == 0  # what project() returns for Z_n
+
+
+def test_translation_projections_are_differentiable_and_refuse_other_shapes():
+    A = torch.randn(2, 1, 3, 3, 3, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(translation_projection_2d, (A,))
+    assert torch.autograd.gradcheck(lambda a: translation_projection_1d(a, 0), (A,))
+    with pytest.raises(ValueError, match=r"expected \(\.\.\., n, n, n, n\), got \(3, 3, 4, 3\)"):
+        translation_projection_2d(torch.zeros(3, 3, 4, 3))
+    with pytest.raises(ValueError, match="axis must be 0 or 1, got 2"):
+        translation_projection_1d(torch.zeros(3, 3, 3, 3), 2)
 
 
 def test_c4_and_translation_projections_commute_to_semidirect_product():

@@ -45,6 +45,8 @@ from symkit.dynamics.projections import (
     project,
     project_vector,
     relative_dimension,
+    translation_projection_1d,
+    translation_projection_2d,
     transrot_projection,
 )
 from symkit.dynamics.training import MODES, Trajectory, distances, equivariance_error, full_batch_gradient, train
@@ -53,7 +55,8 @@ __all__ = [
     "PermAction", "CyclicTranslations1D", "CyclicTranslations2D", "Rotations90", "TranslationsRotations",
     "Permutations", "GroupAction", "TrivialAction", "act", "lift", "lift_inverse",
     "LayerSpec", "group_average", "basis_projection", "fft_projection_2d", "fft_projection_1d", "c4_projection",
-    "pattern_projection", "transrot_projection", "project", "project_vector", "dim_E", "dim_L",
+    "translation_projection_2d", "translation_projection_1d", "pattern_projection", "transrot_projection", "project",
+    "project_vector", "dim_E", "dim_L",
     "relative_dimension", "equality_patterns",
     "ProjectNet", "MODES", "Trajectory", "distances", "equivariance_error", "full_batch_gradient", "train",
     "flat_params", "hvp_fn", "lift_flat", "lift_bilinear", "project_bilinear", "perp_hessian_eigs", "project_flat",

@@ -7,7 +7,11 @@ shape ``(c_out, c_in, *shape_out, *shape_in)``. Three families of projections on
 - :func:`basis_projection`: the core solver, ``P = Q Q^T`` of ``rep_in >> rep_out`` (``symkit.reps``).
 - fast special cases: FFT diagonal extraction for Z_n^2 (Eq. 42), the row-wise partial FFT for Z_n (Eq. 64), C4
   orbit averages (Eq. 46), equality-pattern means for S_n (the 15-element basis of Maron et al. on R^{n x n}),
-  and ``Pi_{C4} Pi_{Z_n^2}`` for Z_n^2 x| C4 (Prop. 7).
+  and ``Pi_{C4} Pi_{Z_n^2}`` for Z_n^2 x| C4 (Prop. 7). For the translations :func:`project` uses the same
+  projections computed as wrapped-diagonal means (:func:`translation_projection_2d`, ``_1d``): a translation-
+  equivariant map is a circular convolution, and its kernel at offset ``d`` is the mean of ``A`` along the wrapped
+  diagonal ``x - y = d``. That reads ``A`` once where the FFTs make complex copies: 3-5x faster for 2-D, 1.5-3x
+  for 1-D (``benchmarks/bench_dynamics.py``; the FFT functions stay as the paper's formulas).
 
 :func:`project` picks the fast one (``method="auto"``).
 """
@@ -37,7 +41,8 @@ from symkit.actions.grid import (
 
 __all__ = [
     "LayerSpec", "group_average", "basis_projection", "fft_projection_2d", "fft_projection_1d", "c4_projection",
-    "pattern_projection", "transrot_projection", "project", "project_vector", "dim_E", "dim_L",
+    "translation_projection_2d", "translation_projection_1d", "pattern_projection", "transrot_projection", "project",
+    "project_vector", "dim_E", "dim_L",
     "relative_dimension", "equality_patterns", "METHODS",
 ]
 
@@ -189,6 +194,54 @@ def fft_projection_1d(A: torch.Tensor, axis: int = 1) -> torch.Tensor:
     return h[..., i[:, None, None, None], i[None, None, :, None], d[None, :, None, :]]
 
 
+def _wrapped_diagonal_means(A: torch.Tensor, dim_x: int, dim_y: int) -> torch.Tensor:
+    """``h[..., d] = (1/n) sum_y A[..., x = (y + d) mod n, ..., y, ...]``: the mean of each wrapped diagonal of the
+    axes ``(dim_x, dim_y)`` (both of size n), which are removed; ``d`` is appended last. Each wrapped diagonal is
+    two ``torch.diagonal`` views (offsets ``-d`` and ``n - d``), so ``A`` is read once and nothing is copied."""
+    n = A.shape[dim_x]
+    sums = []
+    for d in range(n):
+        s = torch.diagonal(A, offset=-d, dim1=dim_x, dim2=dim_y).sum(-1)
+        sums.append(s + torch.diagonal(A, offset=n - d, dim1=dim_x, dim2=dim_y).sum(-1) if d else s)
+    return torch.stack(sums, dim=-1) / n
+
+
+def _differences(n: int, device: torch.device) -> torch.Tensor:
+    """``d[x, y] = (x - y) mod n``: the offset of the wrapped diagonal through ``(x, y)``."""
+    i = torch.arange(n, device=device)
+    return (i[:, None] - i[None, :]) % n
+
+
+def translation_projection_2d(A: torch.Tensor) -> torch.Tensor:
+    """Pi_E for Z_n^2 acting on (n, n) images on both sides (Lemma 2's average over the n^2 translations, which
+    Eq. 42 computes with FFTs): ``Pi_E A [x, y] = h(x - y)``, ``h(d) = mean over y of A[y + d, y]``. The same
+    projection as :func:`fft_projection_2d` (tested to float64 rounding), computed with wrapped-diagonal means:
+    3-5x faster and without complex intermediates. ``A`` is ``(..., n, n, n, n)``; differentiable."""
+    n = A.shape[-1]
+    if A.ndim < 4 or A.shape[-4:] != (n, n, n, n):
+        raise ValueError(f"translation_projection_2d: expected (..., n, n, n, n), got {tuple(A.shape)}")
+    h = _wrapped_diagonal_means(_wrapped_diagonal_means(A, -4, -2), -3, -2)  # (..., d1, d2)
+    d = _differences(n, A.device)
+    return h[..., d[:, None, :, None], d[None, :, None, :]]
+
+
+def translation_projection_1d(A: torch.Tensor, axis: int = 1) -> torch.Tensor:
+    """Pi_E for Z_n shifting ``axis`` of (n, n) images on both sides (what Eq. 64's row-wise partial FFT computes):
+    every block of fixed untranslated coordinates becomes the circular convolution of its wrapped-diagonal means.
+    The same projection as :func:`fft_projection_1d` (tested); ``A`` is ``(..., n, n, n, n)``; differentiable."""
+    n = A.shape[-1]
+    if A.ndim < 4 or A.shape[-4:] != (n, n, n, n):
+        raise ValueError(f"translation_projection_1d: expected (..., n, n, n, n), got {tuple(A.shape)}")
+    if axis not in (0, 1):
+        raise ValueError(f"translation_projection_1d: axis must be 0 or 1, got {axis!r}")
+    if axis == 0:  # swap the two grid axes on both sides, project along axis 1, swap back
+        swapped = A.transpose(-4, -3).transpose(-2, -1)
+        return translation_projection_1d(swapped, 1).transpose(-4, -3).transpose(-2, -1)
+    h = _wrapped_diagonal_means(A, -3, -1)  # (..., x1, y1, d)
+    i, d = torch.arange(n, device=A.device), _differences(n, A.device)
+    return h[..., i[:, None, None, None], i[None, None, :, None], d[None, :, None, :]]
+
+
 def c4_projection(
     A: torch.Tensor, out_dims: Sequence[int] = (-4, -3), in_dims: Sequence[int] = (-2, -1)
 ) -> torch.Tensor:
@@ -209,7 +262,7 @@ def c4_projection(
 
 def transrot_projection(A: torch.Tensor) -> torch.Tensor:
     """Prop. 7: Pi_E = Pi_{C4} Pi_{Z_n^2} for Z_n^2 x| C4 acting on (n, n) images; ``A`` is (..., n, n, n, n)."""
-    return c4_projection(fft_projection_2d(A))
+    return c4_projection(translation_projection_2d(A))
 
 
 @functools.lru_cache(maxsize=32)
@@ -281,11 +334,11 @@ def _fast(A: torch.Tensor, spec: LayerSpec) -> torch.Tensor | None:
         return A.mean(dim=od + idims, keepdim=True).expand_as(A).clone()  # transitive: constants
     if isinstance(base, CyclicTranslations2D):
         if both:
-            return fft_projection_2d(A)
+            return translation_projection_2d(A)
         return A.mean(dim=od + idims, keepdim=True).expand_as(A).clone()
     if isinstance(base, CyclicTranslations1D):
         if both:
-            return fft_projection_1d(A, base.axis)
+            return translation_projection_1d(A, base.axis)
         dim = (od or idims)[base.axis]
         return A.mean(dim=dim, keepdim=True).expand_as(A).clone()
     if isinstance(base, Rotations90):

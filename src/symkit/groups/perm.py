@@ -45,6 +45,8 @@ def _chain_cached(
     base: list[int] = list(prefix)
     S: list[list[np.ndarray]] = [[] for _ in prefix]
     T: list[dict[int, np.ndarray]] = [{b: ident.copy()} for b in prefix]
+    # the inverse of every coset representative, kept beside T (sifting applies them millions of times)
+    Tinv: list[dict[int, np.ndarray]] = [{b: ident.copy()} for b in prefix]
     if not gens:
         return tuple(base), tuple((ident,) for _ in base), tuple(() for _ in base) + ((),)
 
@@ -53,20 +55,25 @@ def _chain_cached(
         base.append(b)
         S.append([])
         T.append({b: ident.copy()})
+        Tinv.append({b: ident.copy()})
+
+    def rebuild(level: int) -> None:
+        T[level] = _transversal(S[level], base[level], n)
+        Tinv[level] = {x: _inv(u) for x, u in T[level].items()}
 
     for g in gens:
         if all(g[b] == b for b in base):
             new_level(g)
     for i in range(len(base)):
         S[i] = [g for g in gens if all(g[b] == b for b in base[:i])]
-        T[i] = _transversal(S[i], base[i], n)
+        rebuild(i)
 
     def sift(h: np.ndarray, start: int) -> tuple[np.ndarray, int]:
         for j in range(start, len(base)):
-            x = int(h[base[j]])
-            if x not in T[j]:
+            inv = Tinv[j].get(int(h[base[j]]))
+            if inv is None:
                 return h, j
-            h = _inv(T[j][x])[h]
+            h = inv[h]
         return h, len(base)
 
     i = len(base) - 1
@@ -74,15 +81,14 @@ def _chain_cached(
         found = False
         for x, u in list(T[i].items()):
             for s in S[i]:
-                y = int(s[x])
-                h = _inv(T[i][y])[s[u]]
+                h = Tinv[i][int(s[x])][s[u]]
                 res, j = sift(h, i + 1)
-                if not np.array_equal(res, ident):
+                if (res != ident).any():
                     if j == len(base):
                         new_level(res)
                     for level in range(i + 1, j + 1):
                         S[level].append(res)
-                        T[level] = _transversal(S[level], base[level], n)
+                        rebuild(level)
                     i = j
                     found = True
                     break

@@ -54,6 +54,38 @@ def test_eval_caches_the_weight_until_a_parameter_changes(kind):
     assert not torch.allclose(y1, y2)
 
 
+@pytest.mark.parametrize("kind", ["linear", "rpp", "bilinear"])
+def test_parameters_swapped_in_by_functional_call_are_never_served_a_stale_weight(kind):
+    """``torch.func.functional_call`` puts fresh tensors in place of the parameters (version 0, possibly at a freed
+    tensor's address): each call in eval mode must act with its own, and under torch.func transforms (tensors without
+    storage) the layer builds its weights without a cache."""
+    from torch.func import functional_call, jvp, vmap
+
+    torch.manual_seed(0)
+    layer = _layer(kind).eval()
+    x = torch.randn(3, layer.rep_in.size, dtype=torch.float64)
+    shifts = [0.0, 0.5, 0.5, -1.0]
+    with torch.no_grad():
+        outs = []
+        for k in shifts:
+            params = {n: p + k for n, p in layer.named_parameters()}
+            outs.append(functional_call(layer, params, (x,)))
+            del params  # its memory may be reused by the next call's tensors
+        layer.train()
+        refs = [functional_call(layer, {n: p + k for n, p in layer.named_parameters()}, (x,)) for k in shifts]
+        layer.eval()
+        for out, ref in zip(outs, refs):
+            torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+        assert not torch.allclose(outs[0], outs[1])
+        params = dict(layer.named_parameters())
+        tangents = {n: torch.ones_like(p) for n, p in params.items()}
+        y, dy = jvp(lambda p: functional_call(layer, p, (x,)), (params,), (tangents,))
+        torch.testing.assert_close(y, layer(x), rtol=0, atol=1e-12)
+        stacked = {n: torch.stack([p, p + 0.5]) for n, p in params.items()}  # an ensemble of two
+        ys = vmap(lambda p: functional_call(layer, p, (x,)))(stacked)
+        torch.testing.assert_close(ys, torch.stack(outs[:2]), rtol=0, atol=1e-12)
+
+
 def test_the_cache_never_outlives_writes_that_bump_no_version_counter():
     """Fused Adam and ``p.data`` writes leave version counters alone: every eval() starts afresh, and a layer kept
     in eval mode under such writes (a target network) turns its cache off."""

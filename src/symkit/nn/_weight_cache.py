@@ -2,7 +2,8 @@
 bilinear layer's gathered weights): in ``eval()`` mode without gradients the assembled tensors are kept and reused
 until a parameter changes, so inference costs the products with the input alone (escnn does the same).
 
-A cached value is keyed by every parameter's version counter, storage and device, and dropped by every
+A cached value is kept with the parameter tensors it was built from (their identity, version counters and storage:
+a tensor swapped in by ``torch.func.functional_call`` or a ``p.data`` replacement is seen) and dropped by every
 ``train()`` / ``eval()`` call. Writes that bump no version counter (torch's fused optimisers, ``p.data`` writes
 such as Polyak averaging or an EMA) are seen at the next ``eval()``; a layer kept in eval mode while such writes
 reach it (a target network) sets ``cache_weights = False``.
@@ -39,9 +40,15 @@ class WeightCache:
         """``build()``, computed every call while training or recording gradients, cached otherwise."""
         if self.training or torch.is_grad_enabled() or not self.cache_weights:
             return build()
-        key = tuple((p._version, p.data_ptr(), p.device, p.dtype) for p in self.parameters())  # type: ignore[attr-defined]
+        params = tuple(self.parameters())  # type: ignore[attr-defined]
+        try:
+            state = tuple((p._version, p.data_ptr()) for p in params)
+        except RuntimeError:  # tensors without storage (torch.func transforms): nothing to key a cache on
+            return build()
         cache = self.__dict__.get("_eval_cache")
-        if cache is None or cache[0] != key:
-            cache = (key, build())
+        # the cache holds the parameter tensors it was built from, so a tensor swapped in later (functional_call,
+        # a fresh tensor each call) can never pass for one of them by reusing a freed one's memory
+        if cache is None or cache[0] != state or any(a is not b for a, b in zip(cache[2], params, strict=True)):
+            cache = (state, build(), params)
             self.__dict__["_eval_cache"] = cache
         return cache[1]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,42 +155,41 @@ def basis_projection(A: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------------------------- fast cases
-def fft_projection_2d(A: torch.Tensor) -> torch.Tensor:
-    """Eq. 42: Pi_E A = F^{-1} D(F A F^{-1}) F for Z_n^2 on (n, n) images; ``A`` is (..., n, n, n, n).
-
-    F is the unitary 2-D DFT and D keeps the diagonal. The result is the convolution A[x, y] = h(x - y) with
-    h = ifft2(diag(F A F^{-1})).
-    """
-    n = A.shape[-1]
+def _grid_side(who: str, A: torch.Tensor) -> int:
+    """``n`` of a layer ``(..., n, n, n, n)`` between (n, n) images; ValueError naming ``who`` otherwise."""
+    n = A.shape[-1] if A.ndim else 0
     if A.ndim < 4 or A.shape[-4:] != (n, n, n, n):
-        raise ValueError(f"fft_projection_2d: expected (..., n, n, n, n), got {tuple(A.shape)}")
-    B = torch.fft.fftn(A, dim=(-4, -3), norm="ortho")
-    B = torch.fft.ifftn(B, dim=(-2, -1), norm="ortho")
-    lam = torch.einsum("...abab->...ab", B)
-    h = torch.fft.ifftn(lam, dim=(-2, -1)).real.to(A.dtype)
-    i = torch.arange(n, device=A.device)
-    d = (i[:, None] - i[None, :]) % n  # d[x, y] = x - y
+        raise ValueError(f"{who}: expected (..., n, n, n, n), got {tuple(A.shape)}")
+    return n
+
+
+def _along_axis(who: str, project_axis_1: Callable[[torch.Tensor], torch.Tensor], A: torch.Tensor,
+                axis: int) -> torch.Tensor:
+    """``project_axis_1`` (a projection for shifts of image axis 1) applied for shifts of ``axis``: for axis 0 the two
+    grid axes are swapped on both sides, projected, and swapped back."""
+    if axis not in (0, 1):
+        raise ValueError(f"{who}: axis must be 0 or 1, got {axis!r}")
+    if axis == 1:
+        return project_axis_1(A)
+    return project_axis_1(A.transpose(-4, -3).transpose(-2, -1)).transpose(-4, -3).transpose(-2, -1)
+
+
+def _differences(n: int, device: torch.device) -> torch.Tensor:
+    """``d[x, y] = (x - y) mod n``: the offset of the wrapped diagonal through ``(x, y)``."""
+    i = torch.arange(n, device=device)
+    return (i[:, None] - i[None, :]) % n
+
+
+def _convolution_2d(h: torch.Tensor) -> torch.Tensor:
+    """The layer ``M[..., x1, x2, y1, y2] = h[..., (x1 - y1) mod n, (x2 - y2) mod n]`` of a 2-D kernel ``h``."""
+    d = _differences(h.shape[-1], h.device)
     return h[..., d[:, None, :, None], d[None, :, None, :]]
 
 
-def fft_projection_1d(A: torch.Tensor, axis: int = 1) -> torch.Tensor:
-    """Eq. 64: the row-wise partial FFT for Z_n shifting ``axis`` of (n, n) images; ``A`` is (..., n, n, n, n).
-
-    Every block B_{ii'} (fixed untranslated coordinates) becomes a 1-D circular convolution (Lemma 8, Prop. 5).
-    """
-    n = A.shape[-1]
-    if A.ndim < 4 or A.shape[-4:] != (n, n, n, n):
-        raise ValueError(f"fft_projection_1d: expected (..., n, n, n, n), got {tuple(A.shape)}")
-    if axis not in (0, 1):
-        raise ValueError(f"fft_projection_1d: axis must be 0 or 1, got {axis!r}")
-    if axis == 0:  # swap the two grid axes on both sides, project along axis 1, swap back
-        return fft_projection_1d(A.transpose(-4, -3).transpose(-2, -1), 1).transpose(-4, -3).transpose(-2, -1)
-    B = torch.fft.fft(A, dim=-3, norm="ortho")
-    B = torch.fft.ifft(B, dim=-1, norm="ortho")
-    lam = torch.einsum("...aubu->...abu", B)  # (..., n_rows_out, n_rows_in, freq)
-    h = torch.fft.ifft(lam, dim=-1).real.to(A.dtype)
-    i = torch.arange(n, device=A.device)
-    d = (i[:, None] - i[None, :]) % n
+def _convolution_1d(h: torch.Tensor) -> torch.Tensor:
+    """The layer ``M[..., x1, x2, y1, y2] = h[..., x1, y1, (x2 - y2) mod n]`` of a kernel per row pair."""
+    n = h.shape[-1]
+    i, d = torch.arange(n, device=h.device), _differences(n, h.device)
     return h[..., i[:, None, None, None], i[None, None, :, None], d[None, :, None, :]]
 
 
@@ -206,10 +205,33 @@ def _wrapped_diagonal_means(A: torch.Tensor, dim_x: int, dim_y: int) -> torch.Te
     return torch.stack(sums, dim=-1) / n
 
 
-def _differences(n: int, device: torch.device) -> torch.Tensor:
-    """``d[x, y] = (x - y) mod n``: the offset of the wrapped diagonal through ``(x, y)``."""
-    i = torch.arange(n, device=device)
-    return (i[:, None] - i[None, :]) % n
+def fft_projection_2d(A: torch.Tensor) -> torch.Tensor:
+    """Eq. 42: Pi_E A = F^{-1} D(F A F^{-1}) F for Z_n^2 on (n, n) images; ``A`` is (..., n, n, n, n).
+
+    F is the unitary 2-D DFT and D keeps the diagonal. The result is the convolution A[x, y] = h(x - y) with
+    h = ifft2(diag(F A F^{-1})). :func:`translation_projection_2d` computes the same faster.
+    """
+    _grid_side("fft_projection_2d", A)
+    B = torch.fft.fftn(A, dim=(-4, -3), norm="ortho")
+    B = torch.fft.ifftn(B, dim=(-2, -1), norm="ortho")
+    lam = torch.einsum("...abab->...ab", B)
+    return _convolution_2d(torch.fft.ifftn(lam, dim=(-2, -1)).real.to(A.dtype))
+
+
+def fft_projection_1d(A: torch.Tensor, axis: int = 1) -> torch.Tensor:
+    """Eq. 64: the row-wise partial FFT for Z_n shifting ``axis`` of (n, n) images; ``A`` is (..., n, n, n, n).
+
+    Every block B_{ii'} (fixed untranslated coordinates) becomes a 1-D circular convolution (Lemma 8, Prop. 5).
+    :func:`translation_projection_1d` computes the same faster.
+    """
+    _grid_side("fft_projection_1d", A)
+
+    def rows(A: torch.Tensor) -> torch.Tensor:
+        B = torch.fft.ifft(torch.fft.fft(A, dim=-3, norm="ortho"), dim=-1, norm="ortho")
+        lam = torch.einsum("...aubu->...abu", B)  # (..., n_rows_out, n_rows_in, freq)
+        return _convolution_1d(torch.fft.ifft(lam, dim=-1).real.to(A.dtype))
+
+    return _along_axis("fft_projection_1d", rows, A, axis)
 
 
 def translation_projection_2d(A: torch.Tensor) -> torch.Tensor:
@@ -217,29 +239,17 @@ def translation_projection_2d(A: torch.Tensor) -> torch.Tensor:
     Eq. 42 computes with FFTs): ``Pi_E A [x, y] = h(x - y)``, ``h(d) = mean over y of A[y + d, y]``. The same
     projection as :func:`fft_projection_2d` (tested to float64 rounding), computed with wrapped-diagonal means:
     3-5x faster and without complex intermediates. ``A`` is ``(..., n, n, n, n)``; differentiable."""
-    n = A.shape[-1]
-    if A.ndim < 4 or A.shape[-4:] != (n, n, n, n):
-        raise ValueError(f"translation_projection_2d: expected (..., n, n, n, n), got {tuple(A.shape)}")
-    h = _wrapped_diagonal_means(_wrapped_diagonal_means(A, -4, -2), -3, -2)  # (..., d1, d2)
-    d = _differences(n, A.device)
-    return h[..., d[:, None, :, None], d[None, :, None, :]]
+    _grid_side("translation_projection_2d", A)
+    return _convolution_2d(_wrapped_diagonal_means(_wrapped_diagonal_means(A, -4, -2), -3, -2))
 
 
 def translation_projection_1d(A: torch.Tensor, axis: int = 1) -> torch.Tensor:
     """Pi_E for Z_n shifting ``axis`` of (n, n) images on both sides (what Eq. 64's row-wise partial FFT computes):
     every block of fixed untranslated coordinates becomes the circular convolution of its wrapped-diagonal means.
     The same projection as :func:`fft_projection_1d` (tested); ``A`` is ``(..., n, n, n, n)``; differentiable."""
-    n = A.shape[-1]
-    if A.ndim < 4 or A.shape[-4:] != (n, n, n, n):
-        raise ValueError(f"translation_projection_1d: expected (..., n, n, n, n), got {tuple(A.shape)}")
-    if axis not in (0, 1):
-        raise ValueError(f"translation_projection_1d: axis must be 0 or 1, got {axis!r}")
-    if axis == 0:  # swap the two grid axes on both sides, project along axis 1, swap back
-        swapped = A.transpose(-4, -3).transpose(-2, -1)
-        return translation_projection_1d(swapped, 1).transpose(-4, -3).transpose(-2, -1)
-    h = _wrapped_diagonal_means(A, -3, -1)  # (..., x1, y1, d)
-    i, d = torch.arange(n, device=A.device), _differences(n, A.device)
-    return h[..., i[:, None, None, None], i[None, None, :, None], d[None, :, None, :]]
+    _grid_side("translation_projection_1d", A)
+    rows = lambda A: _convolution_1d(_wrapped_diagonal_means(A, -3, -1))  # noqa: E731  (..., x1, y1, d) kernels
+    return _along_axis("translation_projection_1d", rows, A, axis)
 
 
 def c4_projection(

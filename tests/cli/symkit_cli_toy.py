@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from symkit._stopping import deferred_stop
 from symkit.experiments.fields import Count
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 
@@ -38,7 +39,15 @@ def run(config: ToyConfig) -> dict:
     if log:
         with open(log, "a") as f:
             f.write(f"{config.n} {config.seed} {os.getpid()}\n")
-    if config.sleep:
+    if config.sleep and os.environ.get("SYMKIT_TOY_SAVE"):  # a run that saves where it stands when stopped
+        with deferred_stop() as stop:
+            end = time.monotonic() + config.sleep
+            while time.monotonic() < end and not stop():
+                time.sleep(0.05)
+            if stop():
+                with open(os.environ["SYMKIT_TOY_SAVE"], "a") as f:
+                    f.write(f"saved {config.seed} {os.getpid()}\n")
+    elif config.sleep:
         time.sleep(config.sleep)
     if config.seed == config.crash_seed:
         os._exit(3)

@@ -145,6 +145,31 @@ def test_sigterm_stops_the_process_pool_without_waiting_for_the_runs_in_flight(t
     assert _recorded(db) == set()
 
 
+def test_sigterm_lets_the_runs_in_flight_save_where_they_stand_before_their_workers_end(tmp_path):
+    """Runs that checkpoint (rl-sac) defer the SIGTERM with which the sweep stops its workers to their next step,
+    save, and end their worker then: both runs in flight save, no worker outlives the sweep, nothing is recorded."""
+    db, log, saved = tmp_path / "s.db", tmp_path / "toy.log", tmp_path / "saved.log"
+    proc = subprocess.Popen(symkit_cmd("reproduce", "cli-toy", "--quick", "--seeds", "0-1", "--set", "n=10",
+                                       "--set", "sleep=600", "--executor", "process", "--jobs", "2", "--store",
+                                       str(db)),
+                            env=cli_env(SYMKIT_TOY_LOG=str(log), SYMKIT_TOY_SAVE=str(saved)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with _killed_if_failing(proc):
+        deadline = time.monotonic() + 120
+        while len(executions(log)) < 2:  # both workers are in a run
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+    workers = {pid for _, _, pid in (line.split() for line in log.read_text().splitlines())}
+    err = _stop(proc, signal.SIGTERM)
+    assert proc.returncode == 130 and "Interrupted" in err and "Traceback" not in err
+    assert sorted(saved.read_text().split("\n")[:-1]) == sorted(f"saved {seed} {pid}" for seed, pid in
+                                                              ((line.split()[1], line.split()[2]) for line in
+                                                               log.read_text().splitlines()))
+    time.sleep(1)
+    assert not [pid for pid in workers if _running(int(pid))]
+    assert _recorded(db) == set()
+
+
 def test_two_sweeps_on_one_store_at_once_record_every_run_once(tmp_path):
     db = tmp_path / "s.db"
     procs = [

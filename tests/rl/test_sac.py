@@ -3,6 +3,7 @@ observation and action order, the RPP gets its optimiser settings and Table A.9'
 from its checkpoint."""
 
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -281,6 +282,45 @@ def test_a_run_resumes_from_its_checkpoint(tmp_path):
     assert sorted(os.listdir(tmp_path)) == [".lock", "curve.json", "sac.zip"]  # a finished run drops its replay buffer
     again = train_sac(p, "rpp", 300, **kw)  # finished: nothing to train, the stored curve comes back
     assert again.returns == second.returns and again.resumed_from == 300
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stopped_run_saves_where_it_stands_and_goes_on_from_there(tmp_path, monkeypatch, signum):
+    """SIGTERM (a scheduler, ``timeout``, a sweep stopping its workers) or Ctrl-C mid-run: the run ends between two
+    whole steps with a checkpoint at the step it reached, then stops as the signal would have (here: the symkit
+    command's SIGTERM handler, Python's Ctrl-C); run again, it goes on from that step, not from its last periodic
+    checkpoint."""
+    import json
+
+    from symkit.rl import sac as sac_module
+
+    p = PRESETS["Hopper"]
+    kw = dict(seed=1, eval_every=100, eval_episodes=1, checkpoint_dir=tmp_path, checkpoint_every=100, ch=16,
+              learning_starts=100, batch_size=32, buffer_size=1000)
+    on_step = sac_module._Callback._on_step
+
+    def signalled_at_150(self):
+        if self.num_timesteps == 150:
+            os.kill(os.getpid(), signum)
+        return on_step(self)
+
+    def as_interrupt(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sac_module._Callback, "_on_step", signalled_at_150)
+    previous = signal.signal(signal.SIGTERM, as_interrupt)  # what `symkit reproduce` installs
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_sac(p, "rpp", 200, **kw)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are given back
+    curve = json.loads((tmp_path / "curve.json").read_text())
+    assert curve["num_timesteps"] == 150 and [n for n, _ in curve["saves"]] == [100, 150]
+    assert (tmp_path / "replay.npz").exists()
+    monkeypatch.setattr(sac_module._Callback, "_on_step", on_step)
+    result = train_sac(p, "rpp", 200, **kw)
+    assert result.resumed_from == 150 and result.steps == [0, 100, 200]
 
 
 def test_a_checkpoint_is_whole_or_refused(tmp_path, monkeypatch):

@@ -39,6 +39,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ from torch import nn
 from symkit import runtime
 from symkit._checks import check_number
 from symkit._locks import exclusive
+from symkit._stopping import deferred_stop
 from symkit.nn import EMLP, MLP, RPPEMLP
 from symkit.nn._weight_cache import WeightCache
 from symkit.nn.rpp import RPPGatedNonlinearity, RPPLinear
@@ -349,6 +351,9 @@ class _Callback(BaseCallback):
         self.eval_every, self.eval_episodes = eval_every, eval_episodes
         self.checkpoint, self.checkpoint_every, self.desc = checkpoint, checkpoint_every, desc
         self.start = time.perf_counter()
+        #: read at every step: True once the run is asked to stop (:func:`symkit._stopping.deferred_stop`)
+        self.stop_requested: Callable[[], bool] = lambda: False
+        self.stopped = False  # stopped on request, after saving a checkpoint at the current step
 
     def _on_training_start(self) -> None:
         self.bar = progress_bar(desc=self.desc, total=self.total, initial=self.num_timesteps)
@@ -390,8 +395,12 @@ class _Callback(BaseCallback):
         t = self.num_timesteps
         if t % self.eval_every == 0 or t == self.total:
             self._evaluate()
-        if t % self.checkpoint_every == 0 and t < self.total:
+        stop = self.stop_requested()  # SIGTERM or Ctrl-C: save where the run stands and end it
+        if (t % self.checkpoint_every == 0 and t < self.total) or stop:
             self.save()
+        if stop and t < self.total:
+            self.stopped = True
+            return False  # stable-baselines3 ends learn() here, between two whole steps
         return True
 
     def _on_training_end(self) -> None:
@@ -449,7 +458,14 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
                          f"SAC {p.name}/{kind}")
     remaining = steps - int(model.num_timesteps)
     if remaining > 0:
-        model.learn(remaining, callback=callback, reset_num_timesteps=result.resumed_from == 0)
+        with deferred_stop() as stop:  # a stop request ends the run at its next step, checkpoint saved
+            callback.stop_requested = stop
+            model.learn(remaining, callback=callback, reset_num_timesteps=result.resumed_from == 0)
+        if callback.stopped:  # the deferred signal, delivered again as the block ended, did not stop the process
+            env.close()
+            eval_env.close()
+            raise KeyboardInterrupt(f"train_sac ({p.name}, {kind}): stopped at step {model.num_timesteps}"
+                                    + (f", checkpoint saved in {ckpt}" if ckpt is not None else ""))
         if ckpt is not None:
             callback.save()
         result.seconds += time.perf_counter() - callback.start

@@ -394,8 +394,15 @@ def _new_pool(jobs: int) -> Any:
     )
 
 
+#: seconds a stopped worker has to end (a run that checkpoints saves where it stands first: rl-sac's 100,000-step
+#: replay buffers take a few seconds); then it is killed
+STOP_GRACE = 60.0
+
+
 def _stop_pool(pool: Any, clean: bool) -> None:
-    """Shut ``pool`` down: wait for idle workers if ``clean``, else terminate the workers (interrupted, broken)."""
+    """Shut ``pool`` down: wait for idle workers if ``clean``, else stop the workers (interrupted, broken) with
+    SIGTERM, which runs that checkpoint honour at their next step (:mod:`symkit._stopping`) and others at once, and
+    kill those still running after ``STOP_GRACE`` seconds."""
     if clean:
         pool.shutdown(wait=True)
         return
@@ -404,8 +411,12 @@ def _stop_pool(pool: Any, clean: bool) -> None:
     for process in processes:
         if process.is_alive():
             process.terminate()
+    deadline = time.monotonic() + STOP_GRACE
     for process in processes:
-        process.join(timeout=5)
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=5)
 
 
 def _isolated(spec: RunSpec) -> Outcome:

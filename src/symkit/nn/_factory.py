@@ -65,5 +65,7 @@ class Resettable:
         for value in (*args, *kw.values()):  # modules passed in (a wrapped model) were drawn first: reset them first
             if isinstance(value, torch.nn.Module) and hasattr(value, "reset_parameters"):
                 value.reset_parameters()
+        if any(t.is_meta for t in (*self.parameters(), *self.buffers())):  # type: ignore[attr-defined]
+            return  # a module moved to meta after construction holds no values to draw again
         fresh = type(self)(*args, **kw)
         self.load_state_dict(fresh.state_dict())  # type: ignore[attr-defined]

@@ -6,7 +6,8 @@ setting, against the RL code's ReLU baseline in the same run.
 
 Rows: ``relu-mlp`` (the baseline), ``mlp`` (swish), the RPP-EMLP with the uniform hidden reps and with the RL
 code's (``rl-code``: ``126 T0 + 55 V + 5 V⊗V`` for Hopper), and each RPP once more without the critic freeze (the
-critics' weight gradients computed during the actor's loss, as stable-baselines3 does on its own). Each row builds
+critics' weight gradients computed during the actor's loss, as stable-baselines3 does on its own), and the RPP with
+the RL code's reps compiled (``--compile``: :func:`symkit.rl.sac.compile_networks`). Each row builds
 the model with :func:`symkit.rl.sac.make_sac` (256 channels, batch 256), fills the replay buffer with 400 steps
 (100 updates), then times ``--repeats`` calls of ``model.train(gradient_steps=--updates)``: seconds per update,
 minimum and median, and the median's ratio to the baseline's. A second table times ``predict`` of one observation
@@ -29,22 +30,26 @@ import benchcommon as bc
 from symkit import runtime
 from symkit.allocator import keep_freed_memory
 
-#: (label, kind, hidden, critic freeze)
-ROWS = (("relu-mlp", "relu-mlp", "rl-code", True), ("mlp (swish)", "mlp", "rl-code", True),
-        ("rpp, uniform hidden", "rpp", "uniform", True), ("rpp, uniform hidden, no freeze", "rpp", "uniform", False),
-        ("rpp, rl-code hidden", "rpp", "rl-code", True), ("rpp, rl-code hidden, no freeze", "rpp", "rl-code", False))
+#: (label, kind, hidden, critic freeze, compiled)
+ROWS = (("relu-mlp", "relu-mlp", "rl-code", True, False), ("mlp (swish)", "mlp", "rl-code", True, False),
+        ("rpp, uniform hidden", "rpp", "uniform", True, False),
+        ("rpp, uniform hidden, no freeze", "rpp", "uniform", False, False),
+        ("rpp, rl-code hidden", "rpp", "rl-code", True, False),
+        ("rpp, rl-code hidden, no freeze", "rpp", "rl-code", False, False),
+        ("rpp, rl-code hidden, compiled (--compile)", "rpp", "rl-code", True, True))
 
 
 def seconds_per_update(env: str, kind: str, hidden: str, freeze: bool, updates: int,
                        repeats: int) -> tuple[list[float], Any]:
-    """Seconds per update of ``repeats`` timed calls of ``updates`` SAC updates each (after 100 untimed ones), and
-    the model."""
+    """Seconds per update of ``repeats`` timed calls of ``updates`` SAC updates each (after 100 untimed ones, which
+    include the compiling of a compiled row), and the model."""
     from symkit.rl import PRESETS
-    from symkit.rl.sac import make_sac
+    from symkit.rl.sac import compile_networks, make_sac
 
     p = PRESETS[env]
     torch.manual_seed(0)
     model = make_sac(p, kind, p.make_env(), learning_starts=300, buffer_size=5000, hidden=hidden, seed=0)
+    compile_networks(model)  # a no-op unless the current run settings ask for it
     if not freeze:
         for handle in model.policy.critic_frozen_hooks:
             handle.remove()
@@ -101,15 +106,16 @@ def main() -> None:
     print("| model | s per update (min) | median | ratio to relu-mlp |")
     print("|---|---|---|---|")
     baseline, predicts = None, []
-    with runtime.using(runtime.RunSettings(device=str(device))):
-        for label, kind, hidden, freeze in ROWS:
+    for label, kind, hidden, freeze, compiled in ROWS:
+        settings = runtime.RunSettings(device=str(device), compile=compiled)
+        with runtime.using(settings.check() if compiled else settings):
             times, model = seconds_per_update(args.env, kind, hidden, freeze, args.updates, args.repeats)
             median = statistics.median(times)
             baseline = baseline or median
             print(f"| {label} | {min(times):.4f} | {median:.4f} | {median / baseline:.2f}x |", flush=True)
             if freeze:  # the freeze changes updates only: one predict row per actor
                 predicts.append((label, seconds_per_predict(model, args.predicts)))
-                if kind == "rpp" and hidden == "rl-code":
+                if kind == "rpp" and hidden == "rl-code" and not compiled:
                     predicts.append((f"{label}, no inference caches",
                                      seconds_per_predict(model, args.predicts, caches=False)))
     print(f"\npredict, one observation, deterministic (median of {args.predicts} calls)")

@@ -1,15 +1,15 @@
-"""Where and how a run executes: the device, the folder of the user's data files, the numeric precision, and the
-limits of a smoke run. None of these change *what* an experiment computes, so none is part of its config (nor of the
-config hash that identifies a run in the results store); they are set around a run with :func:`using` and read
-inside it with :func:`current`.
+"""Where and how a run executes: the device, the folder of the user's data files, the numeric precision, whether
+networks are compiled, and the limits of a smoke run. None of these change *what* an experiment computes, so none
+is part of its config (nor of the config hash that identifies a run in the results store); they are set around a
+run with :func:`using` and read inside it with :func:`current`.
 
 >>> from symkit import runtime
 >>> with runtime.using(runtime.RunSettings(device="cpu", data_dir=None)):
 ...     runtime.current().device
 'cpu'
 
-``symkit reproduce`` sets them from ``--device``, ``--data-dir`` (or ``$SYMKIT_DATA``), ``--precision`` and
-``--smoke``, and sends them with every run to the worker processes or Ray tasks.
+``symkit reproduce`` sets them from ``--device``, ``--data-dir`` (or ``$SYMKIT_DATA``), ``--precision``,
+``--compile`` and ``--smoke``, and sends them with every run to the worker processes or Ray tasks.
 
 A smoke run (``max_epochs`` / ``max_batches``) checks that a set-up works end to end (data found, model built on the
 device, one short epoch trained); the trainers and training loops of symkit stop early under it, and its metrics are
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["PRECISIONS", "RunSettings", "autocast", "current", "data_dir", "device", "epochs", "limit_batches",
-           "using"]
+__all__ = ["PRECISIONS", "RunSettings", "autocast", "compile_module", "current", "data_dir", "device", "epochs",
+           "limit_batches", "using"]
 
 #: float32, or bfloat16 autocast (no loss scaling needed, unlike float16, which symkit therefore does not offer)
 PRECISIONS = ("32", "bf16")
@@ -39,14 +39,16 @@ T_ = TypeVar("T_")
 class RunSettings:
     """``device``: a torch device string (``cpu``, ``cuda``, ``cuda:1``, ``mps``); ``data_dir``: the folder with the
     user's data files (None: ``$SYMKIT_DATA``); ``precision``: ``32`` (float32) or ``bf16`` (bfloat16 autocast where a
-    method allows it, see :func:`autocast`); ``max_epochs`` / ``max_batches``: the limits of a
-    smoke run (None: no limit)."""
+    method allows it, see :func:`autocast`); ``compile``: ``torch.compile`` the networks where a method allows it
+    (rl-sac's SAC networks; the same functions, with float rounding of fused kernels); ``max_epochs`` /
+    ``max_batches``: the limits of a smoke run (None: no limit)."""
 
     device: str = "cpu"
     data_dir: str | None = None
     precision: str = "32"
     max_epochs: int | None = None
     max_batches: int | None = None
+    compile: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, str) or not self.device:
@@ -57,6 +59,8 @@ class RunSettings:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"compile must be True or False, got {self.compile!r}")
         if self.data_dir is not None and not isinstance(self.data_dir, str):
             raise ValueError(f"data_dir must be a path given as text, got {type(self.data_dir).__name__}")
 
@@ -73,6 +77,9 @@ class RunSettings:
         """Raise ``ValueError`` when the device is not available on this machine or the data folder does not exist;
         return the settings unchanged otherwise (called by the command before any run starts)."""
         check_device(self.device)
+        if self.compile and self.device.split(":")[0] == "cpu" and not _cpp_compiler():
+            raise ValueError("compile: torch.compile builds C++ kernels for the CPU and no C++ compiler was found "
+                             "(none of $CXX, c++, g++, clang++ is on PATH); install one or leave out --compile")
         if self.data_dir is not None and not Path(self.data_dir).is_dir():
             raise ValueError(f"data directory {self.data_dir!r} does not exist or is not a folder")
         return self
@@ -97,6 +104,14 @@ def using(settings: RunSettings) -> Iterator[RunSettings]:
         yield settings
     finally:
         _CURRENT.reset(token)
+
+
+def _cpp_compiler() -> str | None:
+    """The C++ compiler torch.compile would use on the CPU, or None."""
+    import shutil
+
+    names = [os.environ["CXX"]] if os.environ.get("CXX") else []
+    return next((path for path in map(shutil.which, [*names, "c++", "g++", "clang++"]) if path), None)
 
 
 def check_device(name: str) -> None:
@@ -158,3 +173,11 @@ def autocast(device_type: str | None = None) -> contextlib.AbstractContextManage
         return contextlib.nullcontext()
     kind = device_type or torch.device(current().device).type
     return torch.autocast(device_type=kind, dtype=torch.bfloat16)
+
+
+def compile_module(module: Any) -> Any:
+    """``module.compile()`` (in place: its state dict keeps its keys, so checkpoints load either way) when the current
+    settings ask for compiled networks; the module unchanged otherwise. Returns the module."""
+    if current().compile:
+        module.compile()
+    return module

@@ -94,6 +94,26 @@ def test_run_settings_check_their_values():
     assert runtime.epochs(10) == 10 and not runtime.current().smoke
 
 
+def test_compile_is_a_run_setting_refused_without_a_cpp_compiler_and_sent_to_the_runs(toy_scaled, tmp_path,
+                                                                                      monkeypatch):
+    """``--compile`` changes how networks run, not what a run computes: a run setting, sent with every run like
+    ``--device``; on the CPU it needs a C++ compiler (torch's inductor builds one), which is checked before any run."""
+    import torch
+
+    with pytest.raises(ValueError, match="compile must be True or False"):
+        runtime.RunSettings(compile="yes")  # type: ignore[arg-type]
+    seen = []
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: seen.append(type(self).__name__))
+    with runtime.using(runtime.RunSettings(compile=True)):
+        assert runtime.compile_module(torch.nn.Linear(2, 2)) is not None and seen == ["Linear"]
+    assert runtime.compile_module(torch.nn.Linear(2, 2)) is not None and seen == ["Linear"]  # off by default
+    monkeypatch.setenv("PATH", str(tmp_path))  # no compiler on PATH
+    monkeypatch.delenv("CXX", raising=False)
+    result = invoke("reproduce", toy_scaled.name, "--compile", "--store", str(tmp_path / "s.db"))
+    assert result.exit_code == 2 and "no C++ compiler was found" in result.output and "Traceback" not in result.output
+    runtime.RunSettings(compile=True, device="meta").check()  # a compiler is needed for the CPU only
+
+
 def test_a_bare_cuda_device_becomes_one_gpu_per_pool_worker(monkeypatch):
     import torch
 

@@ -268,6 +268,51 @@ def test_predict_reuses_the_actors_weights_until_an_update_changes_them():
     np.testing.assert_array_equal(after, uncached())
 
 
+def test_compile_reaches_the_actor_and_every_critic_in_place(tmp_path, monkeypatch):
+    """``--compile`` (``RunSettings.compile``) compiles the actor's network and each critic's and target critic's
+    through ``runtime.compile_module``, whose ``module.compile()`` keeps the state dict's keys (the checkpoint loads
+    either way); the run reports that it was compiled."""
+    from symkit import runtime
+
+    compiled = []
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: compiled.append(self))
+    with runtime.using(runtime.RunSettings(compile=True)):
+        result = train_sac(PRESETS["Hopper"], "rpp", 20, eval_every=20, eval_episodes=1, ch=8, learning_starts=10,
+                           batch_size=8, buffer_size=100, checkpoint_dir=tmp_path)
+    policy = result.model.policy
+    expected = [policy.actor.latent_pi, *policy.critic.q_networks, *policy.critic_target.q_networks]
+    assert result.compiled and [id(m) for m in compiled] == [id(m) for m in expected]
+    assert not train_sac(PRESETS["Hopper"], "rpp", 20, eval_every=20, eval_episodes=1, ch=8, learning_starts=10,
+                         batch_size=8, buffer_size=100).compiled
+
+
+def test_a_compiled_actor_computes_what_the_eager_one_does_and_acts_with_every_update(monkeypatch):
+    """Compiled in place (``runtime.compile_module``), the actor's network gives the eager network's outputs (its
+    ``forward``) to float rounding, and ``predict`` after an update acts with the new weights, not with weights
+    cached in eval mode before it. Traced by dynamo and AOTAutograd as ``--compile`` does, with their eager backend
+    (inductor's C++ kernels take minutes to build; ``benchmarks/bench_sac.py`` times them)."""
+    from symkit import runtime
+
+    compile_module = torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: compile_module(self, backend="aot_eager", **kw))
+    p, model = _sac("Hopper", "rpp", num_layers=1)
+    policy, net = model.policy, model.policy.actor.latent_pi
+    with runtime.using(runtime.RunSettings(compile=True)):
+        runtime.compile_module(net)
+    assert net._compiled_call_impl is not None and not [k for k in policy.state_dict() if "_orig_mod" in k]
+    obs = np.random.default_rng(0).normal(size=(5, model.observation_space.shape[0])).astype(np.float32)
+    x = torch.as_tensor(obs)
+    torch.testing.assert_close(net(x), net.forward(x), rtol=1e-5, atol=1e-6)  # forward(): the eager network
+    model.learn(110)  # 10 updates after learning_starts
+    before = model.predict(obs, deterministic=True)[0]
+    model.train(gradient_steps=1, batch_size=32)
+    after = model.predict(obs, deterministic=True)[0]
+    with torch.no_grad():
+        eager = torch.tanh(policy.actor.mu(net.forward(x))).numpy()  # the deterministic action, eager
+    assert not np.array_equal(after, before)
+    np.testing.assert_allclose(after, eager, rtol=1e-5, atol=1e-6)
+
+
 def test_a_run_resumes_from_its_checkpoint(tmp_path):
     p = PRESETS["Hopper"]  # short evaluation episodes: an untrained hopper falls
     kw = dict(seed=1, eval_every=100, eval_episodes=1, checkpoint_dir=tmp_path, checkpoint_every=100, ch=16,

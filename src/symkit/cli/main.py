@@ -176,6 +176,9 @@ def reproduce(
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or mps (one GPU per run).")] = "cpu",
     precision: Annotated[str, typer.Option(
         "--precision", help="32, or bf16 (bfloat16 autocast in training steps).")] = "32",
+    compile_networks: Annotated[bool, typer.Option(
+        "--compile", help="torch.compile the networks where the experiment allows it (rl-sac: about 15% faster "
+        "updates on the CPU, a minute or two of compiling per process; needs a C++ compiler).")] = False,
     smoke: Annotated[bool, typer.Option(
         "--smoke", help="Check the set-up: run the first planned run for one epoch of two batches, print its "
         "metrics, store nothing.")] = False,
@@ -190,7 +193,7 @@ def reproduce(
         exp = get_experiment(name)
         limits = {"max_epochs": 1, "max_batches": 2} if smoke else {}
         run_settings = runtime.RunSettings(device=device, data_dir=data_dir or None, precision=precision,
-                                           **limits).check()
+                                           compile=compile_networks, **limits).check()
         if executor not in ("local", "process", "ray"):
             raise UsageError(f"unknown executor {executor!r}; valid executors: local, process, ray")
         overrides = parse_assignments(exp, settings or [], "--set")

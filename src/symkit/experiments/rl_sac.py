@@ -217,7 +217,9 @@ def run(config: SACConfig) -> dict[str, Any]:
         "last_train_return": result.train_returns[-1] if result.train_returns else math.nan,
         "train_seconds": result.seconds, "seconds_per_update": result.seconds / max(updates, 1),
         "resumed_from": result.resumed_from, "continued_from": source.name if source is not None else None,
-        "tau": result.model.tau, "libraries": simulator_versions(),
+        "tau": result.model.tau,
+        # compiled networks compute the same functions with other float rounding: counted apart, as other versions
+        "libraries": simulator_versions() + (", networks compiled (torch.compile)" if result.compiled else ""),
     }
 
 

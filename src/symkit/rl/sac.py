@@ -339,6 +339,8 @@ class SACResult:
     model: Any = None
     #: ``(steps, training seconds so far)`` at each checkpoint: the recent pace, for an estimate of the time left
     saves: list[tuple[int, float]] = field(default_factory=list)
+    #: whether this process trained with compiled networks (``runtime.RunSettings.compile``)
+    compiled: bool = False
 
 
 class _Callback(BaseCallback):
@@ -407,6 +409,16 @@ class _Callback(BaseCallback):
         self.bar.close()
 
 
+def compile_networks(model: SAC) -> bool:
+    """With ``--compile`` (``runtime.RunSettings.compile``) compile the actor's network and each critic's and target
+    critic's in place (:func:`symkit.runtime.compile_module`: the checkpoint's keys stay the same); whether it did.
+    About 15% faster RPP-EMLP updates on the CPU after a minute or two of compiling."""
+    policy = model.policy
+    for net in (policy.actor.latent_pi, *policy.critic.q_networks, *policy.critic_target.q_networks):
+        runtime.compile_module(net)
+    return runtime.current().compile
+
+
 def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval_every: int = 10_000,
               eval_episodes: int = 10, checkpoint_dir: str | os.PathLike | None = None,
               checkpoint_every: int = 50_000, keep_replay: bool = False, **sac_kwargs: Any) -> SACResult:
@@ -454,6 +466,7 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
             result.resumed_from = int(model.num_timesteps)
     if model is None:
         model = make_sac(p, kind, env, seed=seed, **sac_kwargs)
+    result.compiled = compile_networks(model)
     callback = _Callback(result, steps, eval_env, eval_every, eval_episodes, ckpt, checkpoint_every,
                          f"SAC {p.name}/{kind}")
     remaining = steps - int(model.num_timesteps)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from symkit_cli_helpers import cli_env, default_sigint, executions, run_symkit, symkit_cmd
 
 from symkit.store import Store
@@ -123,50 +124,32 @@ def _running(pid: int) -> bool:
         return True
 
 
-def test_sigterm_stops_the_process_pool_without_waiting_for_the_runs_in_flight(tmp_path):
+@pytest.mark.parametrize("saving", [False, True], ids=["runs-that-do-not-checkpoint", "runs-that-save-on-stop"])
+def test_sigterm_stops_the_process_pool_without_waiting_for_the_runs_in_flight(tmp_path, saving):
     """A scheduler's SIGTERM reaches the sweep process only, not its workers: the sweep stops them rather than
-    waiting for the runs they are in (each would take 600 s here)."""
-    db, log = tmp_path / "s.db", tmp_path / "toy.log"
+    waiting for the runs they are in (each would take 600 s here). Runs that checkpoint (rl-sac) defer that SIGTERM
+    to their next step and save before their worker ends: each run in flight saves. No worker outlives the sweep,
+    nothing is recorded."""
+    db, log, saved = tmp_path / "s.db", tmp_path / "toy.log", tmp_path / "saved.log"
     proc = subprocess.Popen(symkit_cmd("reproduce", "cli-toy", "--quick", "--seeds", "0", "--set", "sleep=600",
                                        "--executor", "process", "--jobs", "2", "--store", str(db)),
-                            env=cli_env(SYMKIT_TOY_LOG=str(log)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    with _killed_if_failing(proc):
-        deadline = time.monotonic() + 120
-        while len(executions(log)) < 2:  # both workers are in a run
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.2)
-    workers = {pid for _, _, pid in (line.split() for line in log.read_text().splitlines())}
-    err = _stop(proc, signal.SIGTERM)
-    assert proc.returncode == 130 and "Interrupted" in err and "Traceback" not in err
-    time.sleep(1)
-    alive = [pid for pid in workers if _running(int(pid))]
-    assert not alive, f"workers {alive} outlived the sweep"
-    assert _recorded(db) == set()
-
-
-def test_sigterm_lets_the_runs_in_flight_save_where_they_stand_before_their_workers_end(tmp_path):
-    """Runs that checkpoint (rl-sac) defer the SIGTERM with which the sweep stops its workers to their next step,
-    save, and end their worker then: both runs in flight save, no worker outlives the sweep, nothing is recorded."""
-    db, log, saved = tmp_path / "s.db", tmp_path / "toy.log", tmp_path / "saved.log"
-    proc = subprocess.Popen(symkit_cmd("reproduce", "cli-toy", "--quick", "--seeds", "0-1", "--set", "n=10",
-                                       "--set", "sleep=600", "--executor", "process", "--jobs", "2", "--store",
-                                       str(db)),
-                            env=cli_env(SYMKIT_TOY_LOG=str(log), SYMKIT_TOY_SAVE=str(saved)),
+                            env=cli_env(SYMKIT_TOY_LOG=str(log), **({"SYMKIT_TOY_SAVE": str(saved)} if saving else {})),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with _killed_if_failing(proc):
         deadline = time.monotonic() + 120
         while len(executions(log)) < 2:  # both workers are in a run
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.2)
-    workers = {pid for _, _, pid in (line.split() for line in log.read_text().splitlines())}
+    runs = [line.split() for line in log.read_text().splitlines()]  # n, seed, worker pid
     err = _stop(proc, signal.SIGTERM)
     assert proc.returncode == 130 and "Interrupted" in err and "Traceback" not in err
-    assert sorted(saved.read_text().split("\n")[:-1]) == sorted(f"saved {seed} {pid}" for seed, pid in
-                                                              ((line.split()[1], line.split()[2]) for line in
-                                                               log.read_text().splitlines()))
+    if saving:
+        assert sorted(saved.read_text().splitlines()) == sorted(f"saved {seed} {pid}" for _, seed, pid in runs)
+    else:
+        assert not saved.exists()
     time.sleep(1)
-    assert not [pid for pid in workers if _running(int(pid))]
+    alive = [pid for _, _, pid in runs if _running(int(pid))]
+    assert not alive, f"workers {alive} outlived the sweep"
     assert _recorded(db) == set()
 
 

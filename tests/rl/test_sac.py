@@ -353,13 +353,16 @@ def test_a_stopped_run_saves_where_it_stands_and_goes_on_from_there(tmp_path, mo
         raise KeyboardInterrupt
 
     monkeypatch.setattr(sac_module._Callback, "_on_step", signalled_at_150)
-    previous = signal.signal(signal.SIGTERM, as_interrupt)  # what `symkit reproduce` installs
+    # what `symkit reproduce` installs for SIGTERM, and Python's own Ctrl-C (pytest-xdist's workers ignore it)
+    previous = signal.signal(signal.SIGTERM, as_interrupt), signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
             train_sac(p, "rpp", 200, **kw)
+        assert signal.getsignal(signal.SIGTERM) is as_interrupt  # the handlers are given back
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
-        signal.signal(signal.SIGTERM, previous)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are given back
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
     curve = json.loads((tmp_path / "curve.json").read_text())
     assert curve["num_timesteps"] == 150 and [n for n, _ in curve["saves"]] == [100, 150]
     assert (tmp_path / "replay.npz").exists()

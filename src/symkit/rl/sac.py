@@ -428,7 +428,10 @@ def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval
     steps and resumes from there; the finished run keeps its model (``sac.zip``) and curve (``curve.json``) and
     deletes its replay buffer unless ``keep_replay``. ``sac_kwargs`` go to :func:`make_sac`. While it trains, the run
     holds ``checkpoint_dir`` (:func:`symkit._locks.exclusive`): a second process given the same folder is refused
-    (:class:`symkit._locks.RunInUse`) rather than mixing its checkpoints with this one's."""
+    (:class:`symkit._locks.RunInUse`) rather than mixing its checkpoints with this one's. Stopped by SIGTERM or
+    Ctrl-C, it saves a checkpoint at the step it reached and then stops as the signal would have
+    (:func:`symkit._stopping.deferred_stop`); with ``--compile`` its networks are compiled
+    (:func:`compile_networks`)."""
     if steps < 1 or eval_every < 1 or checkpoint_every < 1:
         raise ValueError(f"train_sac: steps, eval_every and checkpoint_every must be >= 1, got {steps}, "
                          f"{eval_every}, {checkpoint_every}")

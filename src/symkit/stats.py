@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 __all__ = ["Difference", "difference", "interval", "mean_and_error", "standard_error"]
 
@@ -30,6 +29,14 @@ def _values(values: Sequence[float] | np.ndarray | Any, axis: int | None = None)
     return arr.reshape(-1) if axis is None else arr
 
 
+def _scipy_stats() -> Any:
+    """``scipy.stats``, imported on first use: it takes 1-1.5 s to import, which every ``symkit`` command and
+    sweep worker would pay (this module is imported with the report writer)."""
+    from scipy import stats
+
+    return stats
+
+
 def standard_error(values: Sequence[float] | np.ndarray | Any, axis: int | None = None) -> Any:
     """The standard error of the mean (``scipy.stats.sem``, ``ddof=1``); ``nan`` when it is undefined. With
     ``axis``, an array of them."""
@@ -37,7 +44,7 @@ def standard_error(values: Sequence[float] | np.ndarray | Any, axis: int | None 
     n = arr.shape[0 if axis is None else axis]
     if n < 2:
         return math.nan if axis is None else np.full(np.delete(arr.shape, axis), np.nan)
-    se = stats.sem(arr, axis=0 if axis is None else axis, ddof=1)
+    se = _scipy_stats().sem(arr, axis=0 if axis is None else axis, ddof=1)
     return float(se) if axis is None else se
 
 
@@ -52,6 +59,7 @@ def interval(values: Sequence[float] | np.ndarray | Any, level: float = 0.95, ki
     if math.isnan(se):
         return math.nan
     q = 0.5 + level / 2
+    stats = _scipy_stats()
     factor = stats.t.ppf(q, arr.size - 1) if kind == "t" else stats.norm.ppf(q)
     return float(factor * se)
 
@@ -91,5 +99,5 @@ def difference(a: Sequence[float] | np.ndarray | Any, b: Sequence[float] | np.nd
         return Difference(mean, 0.0, math.nan, math.nan)
     with warnings.catch_warnings():  # scipy warns of precision loss for a constant sample, whose variance is exact
         warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
-        greater = stats.ttest_ind(x, y, equal_var=False, alternative="greater").pvalue
+        greater = _scipy_stats().ttest_ind(x, y, equal_var=False, alternative="greater").pvalue
     return Difference(mean, error, float(greater), float(1.0 - greater))

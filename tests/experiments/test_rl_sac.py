@@ -367,7 +367,9 @@ def test_symkit_runs_lists_the_unfinished_runs_with_their_progress_and_who_train
     assert shared.startswith("Settings shared by every run listed: ") and "env=Hopper" in shared, shared
     assert "steps=60000" in shared and "seed=" not in shared
     assert len(lines) == 2 and lines[0].startswith("ok     seed=1  ["), lines
-    assert re.fullmatch(r"unfinished seed=0  \[20000 of 60000 steps, last evaluation 312, saved \d+ s ago, stopped: "
-                        r"the same command carries it on\]", lines[1]), lines[1]
+    # time left: 1500 s over the 10,000 updates after learning_starts (10,000), times the 40,000 steps to go
+    assert exp.make_config().learning_starts == 10_000
+    assert re.fullmatch(r"unfinished seed=0  \[20000 of 60000 steps, last evaluation 312, about 1\.7 h left at its "
+                        r"latest pace, saved \d+ s ago, stopped: the same command carries it on\]", lines[1]), lines[1]
     with exclusive(checkpoint_dir(configs[0]), "rl-sac"):  # training now, in this process
         assert re.search(rf"s ago, training now \(pid {os.getpid()}\)\]$", runs().output.splitlines()[2])

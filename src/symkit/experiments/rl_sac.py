@@ -412,16 +412,20 @@ def in_progress() -> list[dict[str, Any]]:
 
 
 def unfinished() -> list[Unfinished]:
-    """:func:`in_progress` for ``symkit runs``: each run's steps done, its last evaluation return, when it saved and
-    the process training it now (read from its folder's lock)."""
+    """:func:`in_progress` for ``symkit runs``: each run's steps done, its last evaluation return, the time it still
+    needs at its latest pace (as the report estimates it), when it saved and the process training it now (read from
+    its folder's lock)."""
     out = []
     for r in in_progress():
         try:
             saved_at = (r["folder"] / "curve.json").stat().st_mtime
         except OSError:  # finished and removed since
             continue
+        left = _time_left(r)
+        note = f"last evaluation {r['returns'][-1]:.0f}" + (
+            f", about {_duration(left)} left at its latest pace" if math.isfinite(left) else "")
         out.append(Unfinished(r["config"], r["done"], r["config"]["steps"], "steps", saved_at,
-                              holder(r["folder"] / ".lock"), f"last evaluation {r['returns'][-1]:.0f}"))
+                              holder(r["folder"] / ".lock"), note))
     return out
 
 

@@ -2,12 +2,14 @@
 setting, against the RL code's ReLU baseline in the same run.
 
     .venv/bin/python benchmarks/bench_sac.py [--env Hopper] [--updates 20] [--repeats 5] [--predicts 300] [--threads 1]
-        [--device cpu|cuda|mps]
+        [--kinds relu-mlp,rpp-policy] [--device cpu|cuda|mps]
 
 Rows: ``relu-mlp`` (the baseline), ``mlp`` (swish), the RPP-EMLP with the uniform hidden reps and with the RL
 code's (``rl-code``: ``126 T0 + 55 V + 5 V⊗V`` for Hopper), and each RPP once more without the critic freeze (the
 critics' weight gradients computed during the actor's loss, as stable-baselines3 does on its own), and the RPP with
-the RL code's reps compiled (``--compile``: :func:`symkit.rl.sac.compile_networks`). Each row builds
+the RL code's reps compiled (``--compile``: :func:`symkit.rl.sac.compile_networks`), and the RPP in the policy only
+(``rpp-policy``: an RPP actor with ReLU MLP critics, Figure A.2). ``--kinds`` keeps the rows of those kinds (the
+baseline's always). Each row builds
 the model with :func:`symkit.rl.sac.make_sac` (256 channels, batch 256), fills the replay buffer with 400 steps
 (100 updates), then times ``--repeats`` calls of ``model.train(gradient_steps=--updates)``: seconds per update,
 minimum and median, and the median's ratio to the baseline's. A second table times ``predict`` of one observation
@@ -36,7 +38,8 @@ ROWS = (("relu-mlp", "relu-mlp", "rl-code", True, False), ("mlp (swish)", "mlp",
         ("rpp, uniform hidden, no freeze", "rpp", "uniform", False, False),
         ("rpp, rl-code hidden", "rpp", "rl-code", True, False),
         ("rpp, rl-code hidden, no freeze", "rpp", "rl-code", False, False),
-        ("rpp, rl-code hidden, compiled (--compile)", "rpp", "rl-code", True, True))
+        ("rpp, rl-code hidden, compiled (--compile)", "rpp", "rl-code", True, True),
+        ("rpp-policy (RPP actor, ReLU MLP critics), rl-code hidden", "rpp-policy", "rl-code", True, False))
 
 
 def seconds_per_update(env: str, kind: str, hidden: str, freeze: bool, updates: int,
@@ -92,6 +95,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per row (default 5)")
     parser.add_argument("--predicts", type=int, default=300, help="timed predict calls per row (default 300)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as a sweep's workers)")
+    parser.add_argument("--kinds", default="", help="comma-separated kinds whose rows to time (default: every row)")
     bc.add_device_option(parser)
     args = parser.parse_args()
     device = bc.device_of(args)
@@ -106,7 +110,14 @@ def main() -> None:
     print("| model | s per update (min) | median | ratio to relu-mlp |")
     print("|---|---|---|---|")
     baseline, predicts = None, []
+    from symkit.rl.settings import KINDS
+
+    kinds = {k for k in args.kinds.split(",") if k} or set(KINDS)
+    if kinds - set(KINDS):
+        parser.error(f"--kinds: unknown {sorted(kinds - set(KINDS))}; the kinds are {', '.join(KINDS)}")
     for label, kind, hidden, freeze, compiled in ROWS:
+        if kind not in kinds | {"relu-mlp"}:  # the baseline's row always: the ratios are to it
+            continue
         settings = runtime.RunSettings(device=str(device), compile=compiled)
         with runtime.using(settings.check() if compiled else settings):
             times, model = seconds_per_update(args.env, kind, hidden, freeze, args.updates, args.repeats)

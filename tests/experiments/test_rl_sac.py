@@ -265,6 +265,25 @@ def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_give
 
 
 
+def test_rpp_in_the_policy_only_is_a_model_compared_with_the_mlps_of_its_settings():
+    """``model=rpp-policy`` (Figure A.2) passes the config checks, has the equivariant networks' settings in its
+    row (its actor's bilinear scale and hidden reps) and is compared with the MLP rows as the RPP is."""
+    from symkit.experiments.rl_sac import comparisons
+
+    exp = get_experiment("rl-sac")
+    exp.check_config(exp.make_config(quick=True, model="rpp-policy"))
+    rl = {"env": "Hopper", "steps": 100, "target_entropy_scale": 0.5, "std_param": "softplus"}
+
+    def row(model, finals, **settings):
+        by_seed = {s: {"curve_steps": [0, 50, 100], "curve_returns": [0.0, f / 2, f]} for s, f in enumerate(finals)}
+        return {"config": {"model": model, **rl, **settings}, "n": len(finals), "mean": {}, "by_seed": by_seed}
+
+    (got,) = comparisons([row("relu-mlp", [400, 300, 500]),
+                          row("rpp-policy", [700, 800, 650], bilinear_scale=0.03, hidden="rl-code")])
+    assert (got["model"], got["against"], got["seeds"]) == ("rpp-policy", "relu-mlp", (3, 3))
+    assert got["settings"].startswith("bilinear 0.03, rl-code hidden") and got["verdict"].startswith("ahead")
+
+
 def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
     """The figure regroups the runs into the report's rows (config but the seed), compares them as the table does,
     and draws a panel per comparison; without an MLP of the same settings there is nothing to draw."""

@@ -122,6 +122,40 @@ def test_the_thesis_baseline_is_a_relu_mlp_and_symkits_swish_mlp_stays_available
         _sac("Hopper", "tanh-mlp")
 
 
+def test_rpp_in_the_policy_only_has_an_rpp_actor_and_the_baselines_critics(tmp_path):
+    """``rpp-policy`` (thesis Figure A.2): the actor is the RPP-EMLP with the RPP's Adam betas; the critics and their
+    targets are the baseline's ReLU MLPs with its betas and Table A.9's baseline speed (Walker2d: 0.005, where RPP
+    critics take 0.004). It trains, and a saved model loads with the same networks."""
+    from stable_baselines3 import SAC
+
+    from symkit.nn import RPPEMLP
+    from symkit.rl.settings import network_kinds
+
+    def families(model):
+        policy = model.policy
+        return tuple(sorted({type(m).__name__ for m in net.modules() if isinstance(m, (RPPEMLP, torch.nn.ReLU))})
+                     for net in (policy.actor, policy.critic, policy.critic_target))
+
+    assert network_kinds("rpp-policy") == ("rpp", "relu-mlp") and network_kinds("emlp") == ("emlp", "emlp")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        network_kinds("rpp-critic")
+    p, model = _sac("Walker2d", "rpp-policy")
+    assert families(model) == (["RPPEMLP"], ["ReLU"], ["ReLU"])
+    assert all(g["betas"] == (0.5, 0.999) for g in model.policy.actor.optimizer.param_groups)
+    assert all(g["betas"] == (0.9, 0.999) for g in model.policy.critic.optimizer.param_groups)
+    assert model.tau == 0.005 and critic_tau(p, "rpp-policy") == 0.005 and critic_tau(p, "rpp") == 0.004
+    _, relu = _sac("Walker2d", "relu-mlp")
+    critic = [q.shape for q in model.policy.critic.parameters()]
+    assert critic == [q.shape for q in relu.policy.critic.parameters()]  # the baseline's critics, as built
+    nets = (model.policy.actor, model.policy.critic)
+    before = [[q.detach().clone() for q in net.parameters()] for net in nets]
+    model.learn(150)  # 50 updates after learning_starts=100
+    for net, old in zip(nets, before):  # both train
+        assert any(not torch.equal(a, b) for a, b in zip(old, net.parameters())), type(net).__name__
+    model.save(tmp_path / "sac.zip")
+    assert families(SAC.load(tmp_path / "sac.zip", env=Monitor(p.make_env()))) == families(model)
+
+
 def test_the_rl_codes_hidden_reps_and_target_entropy(tmp_path):
     """make_sac takes the RL code's hidden reps (126 T0 + 55 V + 5 V⊗V for Hopper at 256 channels) and target entropy
     (-|A|/2, where stable-baselines3 would take -|A|); a policy saved without the setting loads as uniform."""

@@ -2,11 +2,12 @@
 
 One run trains SAC (stable-baselines3, :mod:`symkit.rl.sac`) with ``model`` networks (``rpp``, ``emlp``,
 ``relu-mlp``, the thesis's baseline: the reference code's standard SAC networks, or ``mlp``, symkit's swish MLP,
-which the runs stored before ``relu-mlp`` existed used) in actor and critics on one environment for ``steps``
+which the runs stored before ``relu-mlp`` existed used) in actor and critics, or ``rpp-policy`` (an RPP actor with
+``relu-mlp`` critics, Figure A.2: RPP in the policy only), on one environment for ``steps``
 environment steps, evaluating the deterministic policy every ``eval_every`` steps, and reports the learning curve
 (``curve_steps``, ``curve_returns``), the final and best evaluation returns and ``mean_return``, the mean over the
 curve (its area divided by its length: equal steps, so a measure of data efficiency). The critic target speed is
-Table A.9's (``tau=0``); Adam betas (0.5, 0.999) for the RPP; gradients clipped to a global norm of
+Table A.9's (``tau=0``); Adam betas (0.5, 0.999) for the RPP networks; gradients clipped to a global norm of
 ``max_grad_norm`` (0.5, the reference code's) for every model; the EMLP's and RPP-EMLP's bilinear layers scaled by
 ``bilinear_scale`` (0.03, the RL code's), hidden reps ``hidden`` (``"rl-code"``: the RL code's per environment), a
 target entropy of ``-target_entropy_scale x |A|`` (0.5, the RL code's) and a standard deviation ``std_param``
@@ -80,7 +81,8 @@ NETWORK_FIELDS = ("bilinear_scale", "hidden")
 @dataclass
 class SACConfig:
     env: str = "Hopper"  # a preset: Walker2d, Hopper, HalfCheetah, Swimmer, Ant, Humanoid (or InvertedPendulum)
-    model: str = "rpp"  # actor and critics: "rpp", "emlp", "relu-mlp" (the thesis's baseline) or "mlp" (swish)
+    model: str = "rpp"  # actor and critics: "rpp", "emlp", "relu-mlp" (the thesis's baseline) or "mlp" (swish);
+    # "rpp-policy": an RPP actor with ReLU MLP critics (Figure A.2)
     steps: Count = 1_000_000
     learning_starts: Count = 10_000
     batch_size: Count = 256
@@ -357,9 +359,9 @@ def _baseline_key(config: Mapping[str, Any]) -> tuple:
 
 
 def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Every equivariant row (``rpp``, ``emlp``) against each MLP row (``relu-mlp``, ``mlp``) of the same settings
-    (:func:`_baseline_key`: environment, steps, target entropy, std, ...): the differences of the seeds' final,
-    late and curve-mean returns (:class:`symkit.stats.Difference`) and the verdict on the late return
+    """Every equivariant row (``rpp``, ``emlp``, ``rpp-policy``) against each MLP row (``relu-mlp``, ``mlp``) of the
+    same settings (:func:`_baseline_key`: environment, steps, target entropy, std, ...): the differences of the
+    seeds' final, late and curve-mean returns (:class:`symkit.stats.Difference`) and the verdict on the late return
     (``SIGNIFICANCE``, ``MIN_SEEDS``): ``"ahead (p = ...)"``, ``"behind (p = ...)"``, ``"level"`` or ``"too few
     seeds"`` (``outcome`` holds the word alone); ``rows`` holds the two rows compared."""
     def per_seed(row: Mapping[str, Any]) -> list[tuple[float, float, float, float]]:

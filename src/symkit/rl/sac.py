@@ -7,24 +7,27 @@ magnitudes (log standard deviation, :attr:`~symkit.rl.presets.LocomotionPreset.a
 ``state rep + action rep`` to a scalar (Table A.10). ``kind`` picks the network family for both: ``"rpp"`` (the
 thesis's RPP-EMLP), ``"emlp"`` (exactly equivariant), ``"relu-mlp"`` (the thesis's baseline: the standard SAC
 networks of the reference code, ReLU MLPs of the same widths) or ``"mlp"`` (symkit's swish MLP, the EMLP chapters'
-baseline, which symkit's rl-sac runs used before ``"relu-mlp"`` existed). The
+baseline, which symkit's rl-sac runs used before ``"relu-mlp"`` existed); or ``"rpp-policy"``, an RPP-EMLP actor
+with the baseline's ReLU MLP critics (Figure A.2: RPP in the policy only; :func:`~symkit.rl.settings.network_kinds`).
+The
 observation is put into the rep's layout by :class:`PresetFeatures`, actions in and out of the networks are
 reordered, so the environment sees its own order.
 
 What follows the thesis: RPP in both policy and Q-function (A.2.2: an RPP policy against an MLP critic would fit the
 critic's non-equivariant parts), the last policy layer initialised 100x smaller for every model (Andrychowicz et al.
-2020), Adam betas (0.5, 0.999) for the RPP's optimisers, the critic target speeds of Table A.9 (``tau``; 0.005 for
-the baseline and where the table has none), the RL code's bilinear output scale (0.03, where emlp's layers have
-0.1: :data:`RL_BILINEAR_SCALE`) and hidden reps (``126 T0 + 55 V + 5 V⊗V`` for Hopper and HalfCheetah,
-:func:`~symkit.rl.transitions.rl_code_hidden_rep`), the reference code's SAC settings (learning rate 3e-4, two hidden
-layers of 256, discount 0.99, initial temperature 1, target entropy ``-|A|/2``: :data:`RL_TARGET_ENTROPY_SCALE`,
-where stable-baselines3 would take ``-|A|``, the standard deviation a clipped softplus of the actor's head, where
-stable-baselines3 takes ``exp``: :data:`STD_PARAMS`, batch 256, updates from step 10^4). The RPP prior is a weight
-decay per path (``equivariant_wd``, ``basic_wd``: the loss gains ``wd |w|^2``, the reference code's flags, whose
-``basic_wd`` defaults to 1e-6), and the reference code's gradient clipping (global norm 0.5 per network update,
-``max_grad_norm``; stable-baselines3's SAC has none, so a step pre-hook on the actor's and the critics' optimisers
-clips their gradients before each step; 0 turns it off). Adam runs as torch's fused kernel where it can
-(:func:`symkit.train.fused_options`: the same update, a few times cheaper over the RPP's many small tensors).
+2020), Adam betas (0.5, 0.999) for the RPP networks' optimisers, the critic target speeds of Table A.9 (``tau``;
+0.005 for the baseline, for the MLP critics of ``rpp-policy`` and where the table has none), the RL code's bilinear
+output scale (0.03, where emlp's layers have 0.1: :data:`RL_BILINEAR_SCALE`) and hidden reps (``126 T0 + 55 V + 5
+V⊗V`` for Hopper and HalfCheetah, :func:`~symkit.rl.transitions.rl_code_hidden_rep`), the reference code's SAC
+settings (learning rate 3e-4, two hidden layers of 256, discount 0.99, initial temperature 1, target entropy
+``-|A|/2``: :data:`RL_TARGET_ENTROPY_SCALE`, where stable-baselines3 would take ``-|A|``, the standard deviation a
+clipped softplus of the actor's head, where stable-baselines3 takes ``exp``: :data:`STD_PARAMS`, batch 256, updates
+from step 10^4). The RPP prior is a weight decay per path (``equivariant_wd``, ``basic_wd``: the loss gains ``wd
+|w|^2``, the reference code's flags, whose ``basic_wd`` defaults to 1e-6), and the reference code's gradient
+clipping (global norm 0.5 per network update, ``max_grad_norm``; stable-baselines3's SAC has none, so a step
+pre-hook on the actor's and the critics' optimisers clips their gradients before each step; 0 turns it off). Adam
+runs as torch's fused kernel where it can (:func:`symkit.train.fused_options`: the same update, a few times cheaper
+over the RPP's many small tensors).
 
 :func:`train_sac` adds symkit's progress bar, deterministic evaluations every ``eval_every`` steps (the learning
 curve) and checkpoints (model, replay buffer and curve, written atomically every ``checkpoint_every`` steps): a run
@@ -66,7 +69,15 @@ from symkit.progress import progress_bar
 from symkit.reps import Scalar
 from symkit.rl.presets import LocomotionPreset, preset
 from symkit.rl.replay import LEGACY_REPLAY_FILE, REPLAY_FILE, load_replay, replay_file, save_replay
-from symkit.rl.settings import HIDDEN, KINDS, MLP_KINDS, RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, STD_PARAMS
+from symkit.rl.settings import (
+    HIDDEN,
+    KINDS,
+    MLP_KINDS,
+    RL_BILINEAR_SCALE,
+    RL_TARGET_ENTROPY_SCALE,
+    STD_PARAMS,
+    network_kinds,
+)
 from symkit.rl.transitions import hidden_rep, rl_code_hidden_rep, scale_last_layer
 from symkit.train import fused_options
 
@@ -88,9 +99,10 @@ class _SoftplusLogStd(nn.Module):
 
 
 def critic_tau(p: LocomotionPreset, kind: str) -> float:
-    """The critic target's moving-average speed of Table A.9: the RPP row for ``kind="rpp"`` (0.005 where it has
-    none), 0.005 otherwise."""
-    return p.tau_rpp if kind == "rpp" and p.tau_rpp is not None else BASELINE_TAU
+    """The critic target's moving-average speed of Table A.9: the RPP row for RPP critics (``kind="rpp"``; 0.005
+    where it has none), 0.005 otherwise (the baseline's row, also for ``rpp-policy``'s MLP critics)."""
+    rpp_critics = network_kinds(kind)[1] == "rpp"
+    return p.tau_rpp if rpp_critics and p.tau_rpp is not None else BASELINE_TAU
 
 
 class PresetFeatures(BaseFeaturesExtractor):
@@ -157,8 +169,8 @@ class SymmetricActor(Actor):
         super().__init__(*args, **kwargs)
         p = preset(preset_name)
         da = p.action_size
-        net = _network(kind, p, p.state_rep, p.action_rep + p.action_scale_rep, ch, num_layers, bilinear_scale,
-                       hidden)
+        net = _network(network_kinds(kind)[0], p, p.state_rep, p.action_rep + p.action_scale_rep, ch, num_layers,
+                       bilinear_scale, hidden)
         self.latent_pi = scale_last_layer(net, head_scale)
         order = list(p.action_order) if p.action_order is not None else list(range(da))
         inverse = list(np.argsort(order))  # rep layout -> environment order
@@ -178,7 +190,8 @@ class SymmetricCritic(ContinuousCritic):
         order = list(p.action_order) if p.action_order is not None else list(range(p.action_size))
         self.q_networks = []
         for idx in range(self.n_critics):
-            net = _network(kind, p, p.state_rep + p.action_rep, Scalar, ch, num_layers, bilinear_scale, hidden)
+            net = _network(network_kinds(kind)[1], p, p.state_rep + p.action_rep, Scalar, ch, num_layers,
+                           bilinear_scale, hidden)
             q = _QNet(net, p.state_size, order)
             self.add_module(f"qf{idx}", q)
             self.q_networks.append(q)
@@ -236,7 +249,9 @@ def _freeze_for_the_actor(critic: nn.Module, actor_optimizer: torch.optim.Optimi
 
 class SymmetricSACPolicy(SACPolicy):
     """stable-baselines3's SAC policy with symkit networks for the actor and the critics (module docstring).
-    ``preset_name``: a :data:`~symkit.rl.presets.PRESETS` name; ``kind``: one of :data:`KINDS`;
+    ``preset_name``: a :data:`~symkit.rl.presets.PRESETS` name; ``kind``: one of :data:`KINDS` (the actor's and
+    the critics' networks: :func:`~symkit.rl.settings.network_kinds`; an RPP network's Adam gets the RPP's betas
+    (0.5, 0.999) unless ``optimizer_kwargs`` names betas);
     ``bilinear_scale``: the EMLP's and RPP-EMLP's bilinear output scale (0.1, symkit's default and what a saved
     policy without the setting was built with; :func:`make_sac` passes the RL code's 0.03); ``hidden``: their hidden
     reps, ``"uniform"`` (:func:`~symkit.rl.transitions.hidden_rep`, what a saved policy without the setting was
@@ -268,9 +283,13 @@ class SymmetricSACPolicy(SACPolicy):
         for layer in self.critic_target.modules():  # in eval mode for good, Polyak-averaged through p.data
             if isinstance(layer, WeightCache):
                 layer.cache_weights = False
-        for net in (self.actor, self.critic):  # the same optimiser class and settings, with the RPP's decays
+        # the same optimiser class and settings for both, with the RPP's decays; an RPP network's Adam takes the
+        # RPP's betas unless the settings name betas (make_sac passes them for kind="rpp", for both networks)
+        for net, net_kind in zip((self.actor, self.critic), network_kinds(self.symkit_kwargs["kind"]), strict=True):
             options = dict(self.optimizer_kwargs)
             adam = self.optimizer_class in (torch.optim.Adam, torch.optim.AdamW)
+            if adam and net_kind == "rpp":
+                options.setdefault("betas", RPP_BETAS)
             if adam and not {"fused", "foreach"} & set(options):
                 options.update(fused_options(net.parameters()))  # one kernel over the many small RPP tensors
             net.optimizer = self.optimizer_class(_rpp_groups(net, self.equivariant_wd, self.basic_wd),

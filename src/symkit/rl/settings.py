@@ -4,13 +4,25 @@ validates and reports its configs with them."""
 
 from __future__ import annotations
 
-__all__ = ["KINDS", "MLP_KINDS", "HIDDEN", "STD_PARAMS", "RL_BILINEAR_SCALE", "RL_TARGET_ENTROPY_SCALE"]
+__all__ = ["KINDS", "MLP_KINDS", "network_kinds", "HIDDEN", "STD_PARAMS", "RL_BILINEAR_SCALE",
+           "RL_TARGET_ENTROPY_SCALE"]
 
 #: the network families of actor and critics: ``relu-mlp`` is the RL code's baseline (jax-rl's ReLU networks),
-#: ``mlp`` symkit's swish MLP (the EMLP chapters' baseline), ``emlp`` exactly equivariant, ``rpp`` the RPP-EMLP
-KINDS = ("relu-mlp", "mlp", "emlp", "rpp")
+#: ``mlp`` symkit's swish MLP (the EMLP chapters' baseline), ``emlp`` exactly equivariant, ``rpp`` the RPP-EMLP,
+#: ``rpp-policy`` an RPP-EMLP actor with the baseline's ReLU MLP critics (thesis Figure A.2: RPP in the policy only)
+KINDS = ("relu-mlp", "mlp", "emlp", "rpp", "rpp-policy")
 #: the kinds without symmetry (no bilinear layers, no hidden reps): each one's hidden activation
 MLP_KINDS = {"mlp": "swish", "relu-mlp": "relu"}
+#: the kinds whose actor and critics differ: ``(actor, critics)``
+_MIXED = {"rpp-policy": ("rpp", "relu-mlp")}
+
+
+def network_kinds(kind: str) -> tuple[str, str]:
+    """The network families ``(actor, critics)`` of a :data:`KINDS` entry: the kind itself for both, but for
+    ``rpp-policy`` (an RPP-EMLP actor, ReLU MLP critics)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    return _MIXED.get(kind, (kind, kind))
 #: the hidden reps of the equivariant networks: the RL code's per environment, or 136/256 scalars and copies of V
 HIDDEN = ("rl-code", "uniform")
 #: how the actor's second head becomes the policy's standard deviation: the RL code's (jax-rl's) ``softplus``,

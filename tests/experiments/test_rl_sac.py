@@ -392,3 +392,14 @@ def test_symkit_runs_lists_the_unfinished_runs_with_their_progress_and_who_train
                         r"latest pace, saved \d+ s ago, stopped: the same command carries it on\]", lines[1]), lines[1]
     with exclusive(checkpoint_dir(configs[0]), "rl-sac"):  # training now, in this process
         assert re.search(rf"s ago, training now \(pid {os.getpid()}\)\]$", runs().output.splitlines()[2])
+    # reproduce --dry-run: seed 0 goes on from its checkpoint (or is left to the process training it), seed 1 is done
+    plan = ["reproduce", "rl-sac", "--seeds", "0-1", "--set", "env=Hopper", "--set", "model=rpp", "--set",
+            "steps=60000", "--dry-run", "--store", str(store_path)]
+    lines = CliRunner().invoke(app, plan).output.splitlines()
+    assert lines[0] == ("to run  seed=0  [20000 of 60000 steps, last evaluation 312, about 1.7 h left at its latest "
+                        "pace: goes on from its checkpoint]") and lines[1] == "done    seed=1", lines
+    assert lines[2].startswith("2 runs planned: 1 done, 1 to run (1 from a checkpoint), 0 in use by another process")
+    with exclusive(checkpoint_dir(configs[0]), "rl-sac"):
+        lines = CliRunner().invoke(app, plan).output.splitlines()
+    assert lines[0].startswith("in use  seed=0  [20000 of 60000 steps") and lines[0].endswith(
+        f"training now (pid {os.getpid()}), left to that process]"), lines

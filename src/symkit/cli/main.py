@@ -182,6 +182,9 @@ def reproduce(
     smoke: Annotated[bool, typer.Option(
         "--smoke", help="Check the set-up: run the first planned run for one epoch of two batches, print its "
         "metrics, store nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="List the planned runs and what the sweep would do with each (done, failed, to run, from "
+        "a checkpoint); run nothing.")] = False,
     store: StoreOption = None,
 ) -> None:
     """Run an experiment's sweep, recording every run in the store; only missing runs are run again."""
@@ -208,8 +211,51 @@ def reproduce(
         if smoke:
             _smoke(specs[0])
             return
+        if dry_run:
+            _print_plan(exp, specs, store, retry_failed)
+            return
         db = _open_store(store)
         _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed)
+
+
+def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry_failed: bool) -> None:
+    """``--dry-run``: each planned run, in the sweep's order, with what the sweep would do with it, and the counts.
+    The store is read, never created; a run that checkpointed shows how far it got (``Experiment.unfinished``)."""
+    from symkit.runner.sweep import planned_states
+    from symkit.store.db import canonical_json, config_hash, default_store_path
+
+    path = store if store is not None else default_store_path()
+    stored = {}
+    if path.exists():
+        with _read_store(path) as db:
+            stored = db.status_of(exp.name)
+    progress = {}
+    for u in exp.unfinished() if exp.unfinished is not None else []:
+        values = exp.identity(u.config)
+        progress[(config_hash(values), values.get("seed"))] = u
+    varying = sorted({k for spec in specs for k in spec.config
+                      if len({canonical_json(t.config.get(k)) for t in specs}) > 1})
+    counts: dict[str, int] = {}
+    resumed = 0
+    for spec, state in planned_states(specs, stored, retry_failed):
+        detail = ""
+        u = progress.get((spec.config_hash, spec.seed))
+        if state == "to run" and u is not None:
+            note = f", {u.note}" if u.note else ""
+            detail = f"  [{u.done} of {u.total} {u.unit}{note}"
+            if u.holder is None:
+                resumed += 1
+                detail += ": goes on from its checkpoint]"
+            else:  # the sweep leaves it to that process (RunInUse)
+                state = "in use"
+                detail += f": training now (pid {u.holder}), left to that process]"
+        elif state == "failed":
+            detail = "  [skipped: --retry-failed runs it again]"
+        counts[state] = counts.get(state, 0) + 1
+        typer.echo(f"{state:7} {spec.label(varying)}{detail}")
+    typer.echo(f"{_runs(len(specs))} planned: {counts.get('done', 0)} done, {counts.get('to run', 0)} to run "
+               f"({resumed} from a checkpoint), {counts.get('in use', 0)} in use by another process, "
+               f"{counts.get('failed', 0)} failed; store {path}. Nothing was run (--dry-run).")
 
 
 def _smoke(spec: RunSpec) -> None:

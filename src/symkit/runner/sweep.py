@@ -537,6 +537,18 @@ _EXECUTORS = {"local": _local, "process": _process, "ray": _ray}
 # -- the driver -------------------------------------------------------------------------------------------------
 
 
+def planned_states(specs: Sequence[RunSpec], stored: Mapping[tuple[str, int], str],
+                   retry_failed: bool = False) -> list[tuple[RunSpec, str]]:
+    """What :func:`run_sweep` does with each spec, given the store's ``status_of``: ``"done"`` (stored, skipped),
+    ``"failed"`` (stored as failed, skipped unless ``retry_failed``) or ``"to run"``."""
+    out = []
+    for spec in specs:
+        status = stored.get((spec.config_hash, spec.seed))
+        out.append((spec, "done" if status == "ok" else
+                    "failed" if status == "failed" and not retry_failed else "to run"))
+    return out
+
+
 def run_sweep(
     experiment: Experiment,
     specs: Sequence[RunSpec],
@@ -557,14 +569,12 @@ def run_sweep(
         raise SweepError(f"--jobs must be at least 1, got {jobs}")
     if ray_address and executor != "ray":
         raise SweepError("--ray-address is only used with --executor ray")
-    stored = store.status_of(experiment.name)
     result = SweepResult(total=len(specs))
     todo = []
-    for spec in specs:
-        status = stored.get((spec.config_hash, spec.seed))
-        if status == "ok":
+    for spec, state in planned_states(specs, store.status_of(experiment.name), retry_failed):
+        if state == "done":
             result.already_ok += 1
-        elif status == "failed" and not retry_failed:
+        elif state == "failed":
             result.already_failed += 1
         else:
             todo.append(spec)

@@ -284,6 +284,20 @@ def test_rpp_in_the_policy_only_is_a_model_compared_with_the_mlps_of_its_setting
     assert got["settings"].startswith("bilinear 0.03, rl-code hidden") and got["verdict"].startswith("ahead")
 
 
+def test_a_comparison_with_one_seed_on_a_side_prints_no_nan():
+    """One seed leaves the standard error and p-value undefined: the report's cells say so (``–``), not ``nan``."""
+    from symkit.experiments.rl_sac import summarize
+
+    def row(model, finals, **settings):
+        by_seed = {s: {"curve_steps": [0, 50, 100], "curve_returns": [0.0, f / 2, f]} for s, f in enumerate(finals)}
+        return {"config": {"env": "Hopper", "model": model, "steps": 100, **settings}, "n": len(finals), "mean": {},
+                "by_seed": by_seed}
+
+    table = summarize([row("relu-mlp", [400, 300, 500]), row("rpp", [700], bilinear_scale=0.03)])
+    (line,) = [line for line in table.split("Against the MLP")[1].splitlines() if line.startswith("| Hopper")]
+    assert "nan" not in line and line.endswith("| +300.0 | – | too few seeds |"), line
+
+
 def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
     """The figure regroups the runs into the report's rows (config but the seed), compares them as the table does,
     and draws a panel per comparison; without an MLP of the same settings there is nothing to draw."""

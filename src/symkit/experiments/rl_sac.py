@@ -283,7 +283,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
                   "| p | final return | p | verdict |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in compared:
-            cells = [f"{d.mean:+.1f} ± {d.error:.1f} | {d.p_greater:.3f}" for d in (c["late"], c["curve"], c["final"])]
+            cells = [_difference_cells(d) for d in (c["late"], c["curve"], c["final"])]
             lines.append(f"| {c['env']} | {c['steps']} | {c['model']} | {c['settings']} | {c['against']} | "
                          f"{c['seeds'][0]} vs {c['seeds'][1]} | " + " | ".join(cells) + f" | {c['verdict']} |")
         lines += ["", _verdicts_by_environment(compared)]
@@ -298,6 +298,14 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
                   f"{max(r['returns']):.0f} | {_duration(r['seconds'])} | {_duration(_time_left(r))} |"
                   for r in running]
     return "\n".join(lines)
+
+
+def _difference_cells(d: Any) -> str:
+    """``"+455.6 ± 120.3 | 0.012"``: a difference, its standard error and the one-sided p-value; ``–`` for what one
+    seed on a side leaves undefined."""
+    error = f" ± {d.error:.1f}" if math.isfinite(d.error) else ""
+    p = f"{d.p_greater:.3f}" if math.isfinite(d.p_greater) else "–"
+    return f"{d.mean:+.1f}{error} | {p}"
 
 
 def _libraries_line(rows: Sequence[Mapping[str, Any]]) -> str:

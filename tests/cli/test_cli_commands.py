@@ -6,6 +6,7 @@ import csv
 import io
 import math
 import sqlite3
+import time
 
 import numpy as np
 import pytest
@@ -126,6 +127,44 @@ def test_a_dry_run_lists_what_the_sweep_would_do_with_each_run_and_runs_nothing(
                    "--retry-failed", "--store", str(db))
     assert retry.output.splitlines()[-1].startswith("9 runs planned: 3 done, 6 to run ")
     assert log.read_text() == executed and len(Store(db).runs("cli-toy")) == 6  # nothing ran, nothing stored
+
+
+def test_a_time_limit_stops_the_sweep_as_sigterm_does_and_the_run_in_flight_saves(runner, toy, tmp_path,
+                                                                                   monkeypatch):
+    """``--time-limit 1s``: the sweep is stopped as SIGTERM stops it (a run that checkpoints saves where it stands),
+    nothing unfinished is stored, the exit code is 124 (as GNU timeout's) and the output says how to carry on."""
+    import signal
+
+    from symkit_cli_helpers import executions
+
+    db, log, saved = tmp_path / "s.db", tmp_path / "toy.log", tmp_path / "saved.log"
+    monkeypatch.setenv("SYMKIT_TOY_LOG", str(log))
+    monkeypatch.setenv("SYMKIT_TOY_SAVE", str(saved))
+    result = invoke(runner, "reproduce", "cli-toy", "--quick", "--seeds", "0", "--set", "sleep=600",
+                    "--time-limit", "1s", "--store", str(db))
+    assert result.exit_code == 124, result.output
+    assert "symkit: stopping at " in result.output and "(--time-limit 1 s)" in result.output
+    assert "Stopped at the time limit (1 s): runs that checkpoint saved where they stood" in result.output
+    assert executions(log) == [(10, 0)] and saved.read_text().split()[:2] == ["saved", "0"]
+    assert Store(db).runs("cli-toy") == []
+    # a sweep that ends first runs every run and exits 0; its timer is gone: no SIGTERM comes later
+    received = []
+    previous = signal.signal(signal.SIGTERM, lambda *_: received.append(1))
+    try:
+        done = invoke(runner, "reproduce", "cli-toy", "--quick", "--seeds", "0", "--time-limit", "2s",
+                      "--store", str(db))
+        assert done.exit_code == 0 and len(Store(db).runs("cli-toy")) == 2, done.output
+        time.sleep(2.5)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert received == []
+
+
+@pytest.mark.parametrize("value", ["2x", "0", "-5", "h", ""])
+def test_a_bad_time_limit_is_a_clear_error_before_anything_runs(runner, toy, tmp_path, value):
+    result = invoke(runner, "reproduce", "cli-toy", "--quick", "--time-limit", value, "--store", str(tmp_path / "s.db"))
+    assert result.exit_code == 2 and f"--time-limit {value!r}: " in result.output, result.output
+    assert not (tmp_path / "s.db").exists()
 
 
 def test_report_as_csv_has_one_row_per_setting(runner, toy, tmp_path):

@@ -128,6 +128,61 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def parse_duration(option: str, text: str) -> float:
+    """Seconds of a duration such as ``90``, ``90s``, ``45m``, ``2h`` or ``2h30m`` (a positive number)."""
+    import re
+
+    match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text)
+    if not text.strip() or match is None:
+        raise UsageError(f"{option} {text!r}: expected a duration such as 90s, 45m, 2h or 2h30m")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    total = 3600 * hours + 60 * minutes + seconds
+    if not total > 0:
+        raise UsageError(f"{option} {text!r}: the duration must be above zero")
+    return total
+
+
+class _Limit:
+    """Whether :func:`_stop_after`'s time limit was reached."""
+
+    reached = False
+
+
+@contextmanager
+def _stop_after(seconds: float | None) -> Iterator[_Limit]:
+    """After ``seconds``, send this process SIGTERM, which a sweep takes as a stop (:func:`_sigterm_as_interrupt`;
+    runs that checkpoint save first, :mod:`symkit._stopping`); the timer is cancelled when the block ends."""
+    import os
+    import signal
+    import threading
+    import time
+
+    limit = _Limit()
+    if seconds is None:
+        yield limit
+        return
+    lock = threading.Lock()
+    done = False
+
+    def stop() -> None:
+        with lock:
+            if not done:
+                limit.reached = True
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    timer = threading.Timer(seconds, stop)
+    timer.daemon = True
+    typer.echo(f"symkit: stopping at {time.strftime('%H:%M', time.localtime(time.time() + seconds))} "
+               f"(--time-limit {_ago(seconds)})", err=True)
+    timer.start()
+    try:
+        yield limit
+    finally:
+        with lock:
+            done = True
+        timer.cancel()
+
+
 @app.command("list")
 def list_command(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also show config fields and sweeps.")] = False,
@@ -185,6 +240,9 @@ def reproduce(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="List the planned runs and what the sweep would do with each (done, failed, to run, from "
         "a checkpoint); run nothing.")] = False,
+    time_limit: Annotated[str | None, typer.Option(
+        "--time-limit", help="Stop the sweep after this long (90s, 45m, 2h, 2h30m), as SIGTERM stops it: runs that "
+        "checkpoint (rl-sac) save where they stand; exit 124. The same command carries on.")] = None,
     store: StoreOption = None,
 ) -> None:
     """Run an experiment's sweep, recording every run in the store; only missing runs are run again."""
@@ -205,6 +263,7 @@ def reproduce(
         if both:
             raise UsageError(f"{', '.join(both)} given with both --set and --sweep; use one of them per setting")
         overrides.update(swept)
+        limit = parse_duration("--time-limit", time_limit) if time_limit is not None else None
         with runtime.using(run_settings):  # configs that check their data files look in --data-dir
             specs = plan(exp, quick=quick, scale=scale, seeds=parse_seeds(seeds) if seeds else None,
                          settings=overrides, run_settings=run_settings)
@@ -215,7 +274,7 @@ def reproduce(
             _print_plan(exp, specs, store, retry_failed)
             return
         db = _open_store(store)
-        _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed)
+        _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed, time_limit=limit)
 
 
 def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry_failed: bool) -> None:
@@ -281,16 +340,27 @@ def _run_and_summarise(
     ray_address: str | None,
     retry_failed: bool,
     exit_on_failure: bool = True,
+    time_limit: float | None = None,
 ) -> int:
-    """Run the sweep, print what happened; exit 130 when interrupted and 1 on failed runs (unless told not to).
-    Returns the number of failed runs."""
+    """Run the sweep, print what happened; exit 130 when interrupted, 124 when stopped by ``time_limit`` (seconds),
+    and 1 on failed runs (unless told not to). Returns the number of failed runs."""
     from symkit.runner.sweep import run_sweep, summary_lines
 
-    with _sigterm_as_interrupt():
-        result = run_sweep(exp, specs, db, executor=executor, jobs=jobs, ray_address=ray_address,
-                           retry_failed=retry_failed)
+    result = None
+    try:
+        with _sigterm_as_interrupt(), _stop_after(time_limit) as limit:
+            result = run_sweep(exp, specs, db, executor=executor, jobs=jobs, ray_address=ray_address,
+                               retry_failed=retry_failed)
+    except KeyboardInterrupt:
+        if result is None:  # outside the sweep's own handling: as before
+            raise
+        # the limit's signal arrived just as the sweep ended: nothing was interrupted
     for line, is_error in summary_lines(exp, specs, result, db.path):
         typer.echo(line, err=is_error)
+    if result.interrupted and limit.reached:
+        typer.echo(f"Stopped at the time limit ({_ago(time_limit)}): runs that checkpoint saved where they stood; "
+                   "run the same command to carry on.", err=True)
+        raise typer.Exit(124)
     if result.interrupted:
         raise typer.Exit(130)
     if result.pending or result.unsaved:

@@ -280,8 +280,8 @@ def reproduce(
 def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry_failed: bool) -> None:
     """``--dry-run``: each planned run, in the sweep's order, with what the sweep would do with it, and the counts.
     The store is read, never created; a run that checkpointed shows how far it got (``Experiment.unfinished``)."""
-    from symkit.runner.sweep import planned_states
-    from symkit.store.db import canonical_json, config_hash, default_store_path
+    from symkit.runner.sweep import planned_states, varying_fields
+    from symkit.store.db import config_hash, default_store_path
 
     path = store if store is not None else default_store_path()
     stored = {}
@@ -292,8 +292,7 @@ def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry
     for u in exp.unfinished() if exp.unfinished is not None else []:
         values = exp.identity(u.config)
         progress[(config_hash(values), values.get("seed"))] = u
-    varying = sorted({k for spec in specs for k in spec.config
-                      if len({canonical_json(t.config.get(k)) for t in specs}) > 1})
+    varying = varying_fields(specs)
     counts: dict[str, int] = {}
     resumed = 0
     for spec, state in planned_states(specs, stored, retry_failed):

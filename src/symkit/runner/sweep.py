@@ -537,6 +537,11 @@ _EXECUTORS = {"local": _local, "process": _process, "ray": _ray}
 # -- the driver -------------------------------------------------------------------------------------------------
 
 
+def varying_fields(specs: Sequence[RunSpec]) -> list[str]:
+    """The config fields whose value differs between ``specs`` (what a run's label shows), sorted."""
+    return sorted({k for s in specs for k in s.config if len({canonical_json(t.config.get(k)) for t in specs}) > 1})
+
+
 def planned_states(specs: Sequence[RunSpec], stored: Mapping[tuple[str, int], str],
                    retry_failed: bool = False) -> list[tuple[RunSpec, str]]:
     """What :func:`run_sweep` does with each spec, given the store's ``status_of``: ``"done"`` (stored, skipped),
@@ -581,7 +586,7 @@ def run_sweep(
     if not todo:
         return result
 
-    varying = sorted({k for s in todo for k in s.config if len({canonical_json(t.config.get(k)) for t in todo}) > 1})
+    varying = varying_fields(todo)
     show = progress_enabled() if progress is None else progress
     bar = progress_bar(desc=experiment.name, total=len(specs), show=show, initial=len(specs) - len(todo), unit="run",
                        position=0, leave=True)

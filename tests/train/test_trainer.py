@@ -251,7 +251,7 @@ def test_plateau_schedule_cuts_the_rate_after_warmup_and_clip_bounds_the_step():
     # steps 0-3: warm-up, no schedule; from step 4 the plateau scheduler sees 1.0 every step: its first call sets the
     # best, then it cuts the rate after more than 2 non-improving calls (at calls 4 and 7 of 8)
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**2)
-    assert abs(float(model.p.detach())) <= 12 * 0.1 + 1e-12  # every step moved p by at most lr * 1 (the clipped gradient)
+    assert abs(float(model.p.detach())) <= 12 * 0.1 + 1e-12  # each step moved p by at most lr * 1 (clipped)
 
 
 def test_rmsprop_is_an_optimizer_choice():

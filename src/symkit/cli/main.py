@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -281,17 +281,14 @@ def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry
     """``--dry-run``: each planned run, in the sweep's order, with what the sweep would do with it, and the counts.
     The store is read, never created; a run that checkpointed shows how far it got (``Experiment.unfinished``)."""
     from symkit.runner.sweep import planned_states, varying_fields
-    from symkit.store.db import config_hash, default_store_path
+    from symkit.store.db import default_store_path
 
     path = store if store is not None else default_store_path()
     stored = {}
     if path.exists():
         with _read_store(path) as db:
             stored = db.status_of(exp.name)
-    progress = {}
-    for u in exp.unfinished() if exp.unfinished is not None else []:
-        values = exp.identity(u.config)
-        progress[(config_hash(values), values.get("seed"))] = u
+    progress = {key: u for key, (_, u) in _checkpointed(exp).items()}
     varying = varying_fields(specs)
     counts: dict[str, int] = {}
     resumed = 0
@@ -449,25 +446,33 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
 
 
+def _checkpointed(exp: Experiment) -> dict[tuple[str, Any], tuple[dict, Any]]:
+    """The runs of ``exp`` that saved progress without finishing (``Experiment.unfinished``), keyed as the store
+    keys runs, ``(config_hash, seed)``, each with its identifying config and its progress."""
+    from symkit.store.db import config_hash
+
+    out = {}
+    for u in exp.unfinished() if exp.unfinished is not None else []:
+        values = exp.identity(u.config)
+        out[(config_hash(values), values.get("seed"))] = (values, u)
+    return out
+
+
 def _unfinished(name: str, db: Store) -> list[tuple[dict, str]]:
     """``(config, state)`` of each run of ``name`` that saved progress without finishing (``Experiment.unfinished``)
     and has no finished run in ``db``: how far it got, when it saved, and whether a process is training it now."""
     import time
 
     from symkit.experiments.registry import get_experiment
-    from symkit.store.db import config_hash
 
     try:
         exp = get_experiment(name)
     except KeyError:  # runs stored by an experiment this install does not have
         return []
-    if exp.unfinished is None:
-        return []
     finished = {key for key, status in db.status_of(name).items() if status == "ok"}
     out = []
-    for u in exp.unfinished():
-        values = exp.identity(u.config)
-        if (config_hash(values), values.get("seed")) in finished:
+    for key, (values, u) in _checkpointed(exp).items():
+        if key in finished:
             continue
         state = "stopped: the same command carries it on" if u.holder is None else (
             f"training now (pid {u.holder})" if u.holder > 0 else "training now")

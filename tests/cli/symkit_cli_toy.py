@@ -18,6 +18,7 @@ import numpy as np
 from symkit._stopping import deferred_stop
 from symkit.experiments.fields import Count
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
+from symkit.progress import progress_bar
 
 NAME = "cli-toy"
 
@@ -40,7 +41,7 @@ def run(config: ToyConfig) -> dict:
         with open(log, "a") as f:
             f.write(f"{config.n} {config.seed} {os.getpid()}\n")
     if config.sleep and os.environ.get("SYMKIT_TOY_SAVE"):  # a run that saves where it stands when stopped
-        with deferred_stop() as stop:
+        with deferred_stop() as stop, progress_bar(desc="toy", total=1):  # a bar, as rl-sac's runs have
             end = time.monotonic() + config.sleep
             while time.monotonic() < end and not stop():
                 time.sleep(0.05)

@@ -143,6 +143,7 @@ def test_sigterm_stops_the_process_pool_without_waiting_for_the_runs_in_flight(t
     runs = [line.split() for line in log.read_text().splitlines()]  # n, seed, worker pid
     err = _stop(proc, signal.SIGTERM)
     assert proc.returncode == 130 and "Interrupted" in err and "Traceback" not in err
+    assert "leaked" not in err, err  # the workers' progress bars left no semaphore for the resource tracker
     if saving:
         assert sorted(saved.read_text().splitlines()) == sorted(f"saved {seed} {pid}" for _, seed, pid in runs)
     else:

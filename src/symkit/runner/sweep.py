@@ -360,6 +360,14 @@ def _init_worker(threads: int, parent: int | None = None, slots: Any = None) -> 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is handled by the driver, which stops the pool
     keep_freed_memory()  # as the symkit command does in its own process
     os.environ.setdefault("SYMKIT_PROGRESS", "0")
+    # tqdm makes a multiprocessing lock for its first bar, hidden or not; a worker stopped mid-run never releases
+    # it and the resource tracker warns of a "leaked semaphore" when the sweep ends. A worker's bars are its own
+    # (a lock made here is not shared with other processes anyway), so a thread lock serves.
+    import threading
+
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
     else:  # read by torch when an experiment imports it

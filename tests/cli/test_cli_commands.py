@@ -160,6 +160,54 @@ def test_a_time_limit_stops_the_sweep_as_sigterm_does_and_the_run_in_flight_save
     assert received == []
 
 
+def test_reproduce_keeps_an_archive_of_the_finished_runs_as_it_goes(runner, toy, tmp_path, monkeypatch):
+    """``--archive FILE``: each finished run is added to the runs archive as soon as it is stored, so a sweep stopped
+    later (here by its time limit, in its second run) leaves the first in the archive; failed runs are not archived;
+    the archive imports into an empty store as the runs were stored."""
+    from symkit.store.archive import read_archive
+
+    db, archive = tmp_path / "s.db", tmp_path / "results" / "toy.jsonl"
+    monkeypatch.setenv("SYMKIT_TOY_SAVE", str(tmp_path / "saved.log"))  # the second run stops when told to
+    result = invoke(runner, "reproduce", "cli-toy", "--quick", "--seeds", "0", "--set", "sleep=2", "--time-limit",
+                    "3s", "--archive", str(archive), "--store", str(db))
+    assert result.exit_code == 124, result.output
+    assert f"{archive}: 1 run of cli-toy (1 added)" in result.output
+    (entry,) = read_archive(archive)
+    (stored,) = Store(db).runs("cli-toy")
+    assert (entry["config"], entry["metrics"]) == (stored.config, stored.metrics)
+    # carried on with seed 1 too, which fails: seed 0's second run is added, the failed runs are not
+    monkeypatch.setenv("SYMKIT_TOY_FAIL_SEEDS", "1")
+    result = invoke(runner, "reproduce", "cli-toy", "--quick", "--seeds", "0-1", "--set", "sleep=2",
+                    "--archive", str(archive), "--store", str(db))
+    assert result.exit_code == 1 and "1 already stored, ran 3 (2 failed)" in result.output, result.output
+    assert f"{archive}: 2 runs of cli-toy (1 added)" in result.output
+    imported = tmp_path / "imported.db"
+    assert invoke(runner, "import", str(archive), "--store", str(imported)).exit_code == 0
+    ok = sorted((r.config_hash, r.metrics["mean"]) for r in Store(db).runs("cli-toy", status="ok"))
+    assert sorted((r.config_hash, r.metrics["mean"]) for r in Store(imported).runs("cli-toy")) == ok
+
+
+def test_an_archive_that_cannot_be_read_stops_the_sweep_before_it_runs_and_one_that_cannot_be_written_warns(
+        runner, toy, tmp_path, monkeypatch):
+    from symkit_cli_helpers import executions
+
+    log = tmp_path / "toy.log"
+    monkeypatch.setenv("SYMKIT_TOY_LOG", str(log))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{broken\n")
+    result = invoke(runner, "reproduce", "cli-toy", "--quick", "--archive", str(broken), "--store",
+                    str(tmp_path / "s.db"))
+    assert result.exit_code == 2 and "broken.jsonl, line 1: not JSON" in result.output, result.output
+    assert not log.exists() and not (tmp_path / "s.db").exists()
+    (tmp_path / "a-file").write_text("")
+    unwritable = tmp_path / "a-file" / "toy.jsonl"  # its folder would be a file
+    result = invoke(runner, "reproduce", "cli-toy", "--quick", "--seeds", "0", "--archive", str(unwritable),
+                    "--store", str(tmp_path / "s.db"))
+    assert result.exit_code == 0, result.output  # the runs are stored; the archive is a warning
+    assert f"warning: --archive {unwritable}: not written" in result.output
+    assert len(executions(log)) == 2 and len(Store(tmp_path / "s.db").runs("cli-toy", status="ok")) == 2
+
+
 @pytest.mark.parametrize("value", ["2x", "0", "-5", "h", ""])
 def test_a_bad_time_limit_is_a_clear_error_before_anything_runs(runner, toy, tmp_path, value):
     result = invoke(runner, "reproduce", "cli-toy", "--quick", "--time-limit", value, "--store", str(tmp_path / "s.db"))

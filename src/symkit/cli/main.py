@@ -243,6 +243,10 @@ def reproduce(
     time_limit: Annotated[str | None, typer.Option(
         "--time-limit", help="Stop the sweep after this long (90s, 45m, 2h, 2h30m), as SIGTERM stops it: runs that "
         "checkpoint (rl-sac) save where they stand; exit 124. The same command carries on.")] = None,
+    archive: Annotated[Path | None, typer.Option(
+        "--archive", help="Keep the experiment's finished runs in this runs archive (.jsonl, as `symkit export` "
+        "writes it) as well, updated after every finished run, so that no finished run is lost with the machine.",
+        dir_okay=False)] = None,
     store: StoreOption = None,
 ) -> None:
     """Run an experiment's sweep, recording every run in the store; only missing runs are run again."""
@@ -273,8 +277,44 @@ def reproduce(
         if dry_run:
             _print_plan(exp, specs, store, retry_failed)
             return
+        keeper = _ArchiveKeeper(archive, exp.name) if archive is not None else None  # a bad archive: before any run
         db = _open_store(store)
-        _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed, time_limit=limit)
+        if keeper is not None:
+            keeper.update(db)  # the runs already finished, before any new one
+        try:
+            _run_and_summarise(exp, specs, db, executor, jobs, ray_address, retry_failed, time_limit=limit,
+                               on_finished=None if keeper is None else lambda _: keeper.update(db))
+        finally:  # also when the sweep stops early (time limit, Ctrl-C, failed runs)
+            if keeper is not None:
+                keeper.summary()
+
+
+class _ArchiveKeeper:
+    """``reproduce --archive FILE``: adds the experiment's finished runs in the store to the runs archive ``FILE``
+    (:func:`symkit.store.archive.export_runs`) at the start and after each finished run. An archive that cannot be
+    read is an error before anything runs; one that cannot be written later is a warning (the runs are stored)."""
+
+    def __init__(self, path: Path, experiment: str) -> None:
+        from symkit.store.archive import read_archive
+
+        self.path, self.experiment, self.total, self.added = path, experiment, 0, 0
+        if path.exists():
+            self.total = len(read_archive(path))  # ValueError naming the bad line
+
+    def update(self, db: Store) -> None:
+        from symkit.store.archive import export_runs
+
+        if not db.runs(self.experiment, status="ok"):
+            return
+        try:
+            self.total, added = export_runs(db, self.experiment, self.path)
+        except (OSError, ValueError) as exc:
+            typer.echo(f"warning: --archive {self.path}: not written ({exc}); the runs are in {db.path}", err=True)
+            return
+        self.added += added
+
+    def summary(self) -> None:
+        typer.echo(f"{self.path}: {_runs(self.total)} of {self.experiment} ({self.added} added)")
 
 
 def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry_failed: bool) -> None:
@@ -337,16 +377,18 @@ def _run_and_summarise(
     retry_failed: bool,
     exit_on_failure: bool = True,
     time_limit: float | None = None,
+    on_finished: Any = None,
 ) -> int:
     """Run the sweep, print what happened; exit 130 when interrupted, 124 when stopped by ``time_limit`` (seconds),
-    and 1 on failed runs (unless told not to). Returns the number of failed runs."""
+    and 1 on failed runs (unless told not to). Returns the number of failed runs. ``on_finished`` goes to
+    :func:`~symkit.runner.sweep.run_sweep`."""
     from symkit.runner.sweep import run_sweep, summary_lines
 
     result = None
     try:
         with _sigterm_as_interrupt(), _stop_after(time_limit) as limit:
             result = run_sweep(exp, specs, db, executor=executor, jobs=jobs, ray_address=ray_address,
-                               retry_failed=retry_failed)
+                               retry_failed=retry_failed, on_finished=on_finished)
     except KeyboardInterrupt:
         if result is None:  # outside the sweep's own handling: as before
             raise

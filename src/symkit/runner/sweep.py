@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -571,8 +571,10 @@ def run_sweep(
     ray_address: str | None = None,
     retry_failed: bool = False,
     progress: bool | None = None,
+    on_finished: Callable[[Outcome], None] | None = None,
 ) -> SweepResult:
-    """Run the specs that the store does not hold yet (and failed ones if ``retry_failed``), recording each outcome.
+    """Run the specs that the store does not hold yet (and failed ones if ``retry_failed``), recording each outcome;
+    ``on_finished(outcome)`` is called after each finished (not failed) run the store took.
 
     Returns the counts; on Ctrl-C the result has ``interrupted=True`` (the finished runs are stored).
     """
@@ -610,11 +612,13 @@ def run_sweep(
             if outcome.in_use:  # left to the process that holds it; a later sweep runs it if that one did not
                 result.in_use.append(outcome)
             else:
-                _record(store, experiment.name, outcome, result)
+                recorded = _record(store, experiment.name, outcome, result)
                 result.ran += 1
                 if failed:
                     result.failed += 1
                     result.failures.append(outcome)
+                elif recorded and on_finished is not None:
+                    on_finished(outcome)
             run_bar.finish(outcome.spec.label(varying), outcome.duration, failed)
             bar.update(1)
     except KeyboardInterrupt:
@@ -626,14 +630,15 @@ def run_sweep(
     return result
 
 
-def _record(store: Store, name: str, outcome: Outcome, result: SweepResult) -> None:
-    """Write one outcome; if the store cannot take it (locked beyond its timeout, read-only, broken), keep it in the
-    store's side file, and if that fails too, in ``result.unsaved``: a finished run is never dropped."""
+def _record(store: Store, name: str, outcome: Outcome, result: SweepResult) -> bool:
+    """Write one outcome (True when the store took it); if the store cannot take it (locked beyond its timeout,
+    read-only, broken), keep it in the store's side file, and if that fails too, in ``result.unsaved``: a finished
+    run is never dropped."""
     fields = dict(error=outcome.error, started_at=outcome.started_at, finished_at=outcome.finished_at,
                   duration=outcome.duration, host=outcome.host or None)
     try:
         store.record(name, outcome.spec.config, outcome.metrics, **fields)
-        return
+        return True
     except StoreError as exc:
         result.store_error = str(exc)
     try:
@@ -641,6 +646,7 @@ def _record(store: Store, name: str, outcome: Outcome, result: SweepResult) -> N
         result.pending += 1
     except OSError:
         result.unsaved.append(outcome)
+    return False
 
 
 class _RunBar:

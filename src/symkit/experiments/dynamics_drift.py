@@ -47,6 +47,8 @@ PAPER_GRAPHS, PAPER_SHAPES = 1000, 3000
 
 @dataclass
 class DriftConfig:
+    """The settings of one dynamics-drift run (distance to the equivariant layers E for nominal, augmented and
+    equivariant training); the defaults are the default scale, ``quick`` shrinks them."""
     group: str = "trans"  # one of GROUPS
     size: Count = 14  # image side (digits and shapes)
     nodes: Count = 10  # graph size for "perm" (two clusters of nodes // 2)

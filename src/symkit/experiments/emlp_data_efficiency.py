@@ -60,6 +60,8 @@ def group_of(dataset: str, model: str) -> Group:
 
 @dataclass
 class DataEfficiencyConfig:
+    """The settings of one emlp-data-efficiency run (one model, data set and training-set size of thesis
+    Fig. 2.5); the defaults are the default scale, ``quick`` shrinks them."""
     dataset: str = "inertia"
     model: str = "emlp-o"
     n_train: Count = 1000

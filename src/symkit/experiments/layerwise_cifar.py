@@ -76,6 +76,8 @@ TABLE4 = ((0.00000003, "conv"), (0.00000010, "conv"), (0.00000021, "conv"), (0.0
 
 @dataclass
 class LayerwiseCifarConfig(LayerwiseConfig):
+    """The settings of one layerwise-cifar run (one layer type and prior placement of seed 001's Table 2);
+    the defaults are the default scale, ``quick`` and ``paper`` change them."""
     model: str = "ffc+conv"  # the layer type of Table 2 in every relaxable layer (MODELS)
     learn_omega: bool = False  # S- layers: learn the anchor length-scales ω too (Table 2's "ω" rows)
     omega_steps: CountOrZero = 1  # Laplace: Adam steps on log ω per hyperparameter update

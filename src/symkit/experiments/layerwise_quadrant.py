@@ -39,6 +39,8 @@ from symkit.nn.relaxed import RelaxedCNN, count_parameters
 
 @dataclass
 class LayerwiseQuadrantConfig(LayerwiseConfig):
+    """The settings of one layerwise-quadrant run (learned layer-wise equivariance against CONV on quadrant
+    digits, seed 001); the defaults are the default scale, ``quick`` and ``paper`` change them."""
     task: str = "digit_quadrant"  # or "digit"
     model: str = "ffc+conv"  # layer type in every layer: conv, fc, ffc+conv, sfc+sconv, ...
 

@@ -38,6 +38,8 @@ from symkit.nn.relaxed import RelaxedCNN, count_parameters
 
 @dataclass
 class LayerwiseRotatedConfig(LayerwiseConfig):
+    """The settings of one layerwise-rotated run (F-FC, CONV and p4 GCONV paths with learned prior
+    variances on rotated digits, seed 001); the defaults are the default scale, ``quick`` and ``paper`` change them."""
     transform: str = "rotated"  # none, translated, rotated, rotated_translated
     model: str = "ffc+conv+gconv"
     alpha: CountOrZero = 2

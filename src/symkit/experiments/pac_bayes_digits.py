@@ -88,6 +88,7 @@ class PacBayesDigitsConfig:
 
 
 def validate(config: PacBayesDigitsConfig) -> None:
+    """Raise ``ValueError`` naming the first setting of ``config`` outside its options."""
     for name, value, options in (("model", config.model, MODELS), ("data", config.data, DATA),
                                  ("source", config.source, SOURCES),
                                  ("method", config.method, METHODS), ("quant_init", config.quant_init,

@@ -61,6 +61,8 @@ _GROUPS: dict[str, Callable[[], Group]] = {"emlp-so2": SO2eR3, "emlp-o2": O2eR3,
 
 @dataclass
 class PendulumConfig:
+    """The settings of one pendulum run (an HNN or Neural ODE on the 3D double spring pendulum, thesis
+    Sec. 2.7 and 3.5); the defaults are the default scale, ``quick`` and ``paper`` change them."""
     kind: str = "hnn"  # "hnn" (J grad H) or "node" (F(z))
     model: str = "emlp-o2"  # "mlp", "emlp-so2", "emlp-o2", "emlp-d6"
     wind: bool = False  # the windy pendulum of Sec. 3.5.1

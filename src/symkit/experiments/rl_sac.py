@@ -80,6 +80,8 @@ NETWORK_FIELDS = ("bilinear_scale", "hidden")
 
 @dataclass
 class SACConfig:
+    """The settings of one rl-sac run (SAC on a MuJoCo preset, thesis Sec. 3.6.1 and Table A.9); the
+    defaults follow the RL code's settings, ``quick`` shrinks the budget."""
     env: str = "Hopper"  # a preset: Walker2d, Hopper, HalfCheetah, Swimmer, Ant, Humanoid (or InvertedPendulum)
     model: str = "rpp"  # actor and critics: "rpp", "emlp", "relu-mlp" (the thesis's baseline) or "mlp" (swish);
     # "rpp-policy": an RPP actor with ReLU MLP critics (Figure A.2)

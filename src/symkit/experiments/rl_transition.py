@@ -45,6 +45,8 @@ TABLE_ENVS = ("Swimmer", "Hopper", "Ant")
 
 @dataclass
 class TransitionConfig:
+    """The settings of one rl-transition run (a transition model of thesis Table 3.3); the defaults are the
+    default scale, ``quick`` and ``paper`` change them."""
     env: str = "Swimmer"  # a preset name: Swimmer, Hopper, Ant (Table 3.3), HalfCheetah, Walker2d, Humanoid
     model: str = "rpp"  # "mlp", "emlp" or "rpp"
     episodes: Count = 50  # training episodes of uniformly random actions

@@ -83,6 +83,8 @@ DECAYS = {"inertia": (1e-3, 1e2), "pendulum": (1e-5, 1e-5)}
 
 @dataclass
 class Config:
+    """The settings of one rpp-levels run (one model under exact, approximate or misspecified symmetry,
+    thesis Fig. 3.2); a size field left at 0 takes its value from ``size`` (the thesis's or the quick sizes)."""
     dataset: str = "inertia"
     setting: str = "approximate"
     model: str = "rpp"

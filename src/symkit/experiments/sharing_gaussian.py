@@ -26,6 +26,8 @@ PENALTIES = {"none": (0.0, 0.0), "entropy": (1e-2, 0.0), "both": (1e-2, 1e-2)}
 
 @dataclass
 class GaussianSharingConfig:
+    """The settings of one sharing-gaussian run (seed 004's Table 1 and Fig. 2: learned sharing of
+    Gaussian vectors with shared means)."""
     dims: Count = 4
     rank: Count = 1
     penalties: str = "both"  # none | entropy | both
@@ -47,6 +49,8 @@ def _mean_ci(x: np.ndarray) -> tuple[float, float]:
 
 
 def run(cfg: GaussianSharingConfig) -> dict:
+    """One sharing-gaussian run on ``n_runs`` data sets: test MSE and partition distance to the true sharing (mean
+    and 95% CI) of no sharing, the oracle, brute force (up to 7 dimensions) and the relaxed method."""
     if cfg.penalties not in PENALTIES:
         raise ValueError(f"penalties must be one of {sorted(PENALTIES)}, got {cfg.penalties!r}")
     data = [

@@ -34,6 +34,8 @@ from symkit.nn.sharing import SumOfNumbersNet, column_group_norm, entropy_penalt
 
 @dataclass
 class SumSharingConfig:
+    """The settings of one sharing-sum run (seed 004: discovering the permutation invariance of a
+    sum-of-numbers network)."""
     length: Count = 4
     variant: str = "standard"  # standard | negated
     n_train: Count = 100
@@ -87,6 +89,7 @@ def make_splits(cfg: SumSharingConfig) -> SumSplits:
 
 
 def l1(model: torch.nn.Module, s: SumSplits, split: str) -> torch.Tensor:
+    """The mean absolute error of ``model`` on the ``split`` of ``s``: both levels' loss in the sharing search."""
     return (model(s.tokens[split]) - s.y[split]).abs().mean()
 
 
@@ -143,6 +146,7 @@ def discover(cfg: SumSharingConfig, s: SumSplits) -> tuple[np.ndarray, list[dict
 
 
 def run(cfg: SumSharingConfig) -> dict:
+    """One sharing-sum run: discover the sharing, refit the shared network, and its test errors."""
     if cfg.variant not in ("standard", "negated"):
         raise ValueError(f"variant must be 'standard' or 'negated', got {cfg.variant!r}")
     torch.manual_seed(cfg.seed)

@@ -34,10 +34,12 @@ _WARNED: set[str] = set()
 
 
 def cache_enabled() -> bool:
+    """Whether bases are cached on disk (``SYMKIT_CACHE=0`` turns it off)."""
     return os.environ.get("SYMKIT_CACHE", "1") != "0"
 
 
 def cache_dir() -> Path:
+    """The folder of cached bases: ``SYMKIT_CACHE_DIR``, else the user's cache folder (``platformdirs``)."""
     env = os.environ.get("SYMKIT_CACHE_DIR")
     if env:
         return Path(env)
@@ -47,6 +49,7 @@ def cache_dir() -> Path:
 
 
 def cache_key(*parts: object) -> str:
+    """A hex key of ``parts`` (and the cache format's version) for a cached basis."""
     h = hashlib.sha256()
     h.update(CACHE_VERSION.encode())
     for p in parts:

@@ -123,6 +123,7 @@ class PermOp(LinearOperator):
 
 
 def kron_dense(mats: Sequence[np.ndarray]) -> np.ndarray:
+    """The Kronecker product of ``mats`` as a dense array (``1 x 1`` for none)."""
     out = np.ones((1, 1))
     for m in mats:
         out = np.kron(out, m)

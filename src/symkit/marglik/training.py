@@ -63,6 +63,9 @@ def hyper_update_epochs(n_epochs: int, burnin: int, frequency: int) -> list[int]
 
 @dataclass
 class MarglikResult:
+    """What :func:`train_marglik` returns: the learned log prior precisions per prior group, the last
+    Laplace fit (None before the first update), one dict per epoch (loss, accuracy and, at updates, the negative log
+    marginal likelihood and precisions), and the seconds of each epoch and hyperparameter update."""
     log_prior_prec: torch.Tensor
     groups: list[PriorGroup]
     laplace: KronLaplace | None

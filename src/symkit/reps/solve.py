@@ -572,11 +572,13 @@ def structured_basis(rep: Rep, method: str = "auto") -> StructuredBasis:
 
 
 def equivariant_basis(rep: Rep, method: str = "auto", sparse: bool = False) -> Any:
+    """The equivariant basis of ``rep`` (Eq. 2.3-2.6), dense, or scipy-sparse if ``sparse``."""
     sb = structured_basis(rep, method)
     return sb.to_sparse() if sparse else sb.to_dense()
 
 
 def equivariant_projector(rep: Rep, method: str = "auto") -> Projector:
+    """The projector ``Q Q^T`` onto the equivariant subspace of ``rep``, applied lazily."""
     return Projector(structured_basis(rep, method))
 
 

@@ -228,7 +228,8 @@ def set_partitions(k: int, n_clusters: int | None = None) -> Iterator[np.ndarray
     yield from rec(1, 1)
 
 
-def random_partition(k: int, rank: int, rng: np.random.Generator | int | None = None, method: str = "uniform"):
+def random_partition(k: int, rank: int, rng: np.random.Generator | int | None = None,
+                     method: str = "uniform") -> np.ndarray:
     """A random partition of ``k`` elements with exactly ``rank`` clusters (canonical labels).
 
     ``method="uniform"``: uniform over all S(k, rank) such partitions (Stirling recursion: element ``n`` is a new

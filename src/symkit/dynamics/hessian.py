@@ -15,6 +15,7 @@ import torch
 from scipy.sparse.linalg import LinearOperator, eigsh
 from torch.func import functional_call, grad, jvp
 
+from symkit.actions.grid import Element
 from symkit.dynamics.model import ProjectNet
 from symkit.dynamics.training import Loss, _loss, _transform
 
@@ -56,13 +57,13 @@ def project_flat(model: ProjectNet, w: torch.Tensor) -> torch.Tensor:
     return torch.cat([model.project_tensor(i, kind, d[name]).reshape(-1) for name, i, kind in _names(model)])
 
 
-def lift_flat(model: ProjectNet, w: torch.Tensor, g) -> torch.Tensor:
+def lift_flat(model: ProjectNet, w: torch.Tensor, g: Element) -> torch.Tensor:
     """rho_bar(g) on the flat parameter vector (Eq. 8)."""
     d = unflatten(model, w)
     return torch.cat([model.lift_tensor(i, kind, d[name], g).reshape(-1) for name, i, kind in _names(model)])
 
 
-def lift_bilinear(model: ProjectNet, M: torch.Tensor, g) -> torch.Tensor:
+def lift_bilinear(model: ProjectNet, M: torch.Tensor, g: Element) -> torch.Tensor:
     """Eq. 14 on a bilinear form of L given as a (P, P) matrix: rho_bar(g) M rho_bar(g)^T (e.g. a Hessian)."""
     n = flat_params(model).numel()
     if tuple(M.shape) != (n, n):

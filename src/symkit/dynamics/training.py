@@ -20,14 +20,14 @@ A smoke run (:mod:`symkit.runtime`) takes one step over the first two mini-batch
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from symkit import runtime
-from symkit.actions.grid import act
+from symkit.actions.grid import Element, act
 from symkit.dynamics.model import ProjectNet
 from symkit.train import Trainer
 
@@ -216,7 +216,7 @@ def train(
     return Trajectory(mode, np.array(travelled), np.array(to_e), losses, head)
 
 
-def equivariance_error(model: ProjectNet, X: torch.Tensor, elements=None) -> float:
+def equivariance_error(model: ProjectNet, X: torch.Tensor, elements: Iterable[Element] | None = None) -> float:
     """max over samples and g of ||Phi(rho_X(g) x) - rho_Y(g) Phi(x)|| / max ||Phi(x)|| (functional error)."""
     elements = list(model.action_in.elements()) if elements is None else list(elements)
     with torch.no_grad():

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -201,7 +203,7 @@ def points(quick: bool) -> list[dict]:
     return grid + [{"data": a, "model": b, "method": "holdout"} for a in ("rot90", "upright") for b in MODELS]
 
 
-def summarize(rows) -> str:
+def summarize(rows: Iterable[Mapping[str, Any]]) -> str:
     """Per model and data set: the best bound over the intrinsic dimensions run (a valid bound: the grid's bits are
     in every message), its test error and message size."""
     best: dict[tuple, dict] = {}

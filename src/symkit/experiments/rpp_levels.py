@@ -45,10 +45,10 @@ from symkit.datasets.tasks import SymmetricTask, task
 from symkit.experiments.fields import CountOrZero, NonNegative, Positive, Seed
 from symkit.experiments.pendulum import cached_data, evaluate_dynamics, state_scale, train_dynamics
 from symkit.experiments.registry import Experiment, Plot, register
-from symkit.groups import SL, SO, O, O2eR3
+from symkit.groups import SL, SO, Group, O, O2eR3
 from symkit.nn import EMLP, MLP, HamiltonianNet, Standardize
 from symkit.nn.rpp import RPPEMLP, equivariant_fraction, rpp_penalty
-from symkit.reps import Scalar, V
+from symkit.reps import Rep, Scalar, V
 from symkit.train import Trainer
 
 DATASETS = ("inertia", "pendulum")
@@ -108,7 +108,7 @@ def _check(config: Config) -> None:
             raise ValueError(f"{name} must be one of {allowed}, got {getattr(config, name)!r}")
 
 
-def build_model(model: str, rep_in, rep_out, G, ch: int, num_layers: int) -> torch.nn.Module:
+def build_model(model: str, rep_in: Rep, rep_out: Rep, G: Group, ch: int, num_layers: int) -> torch.nn.Module:
     """The MLP, the EMLP or the RPP-EMLP (``model``) for reps of the group ``G``."""
     if model == "mlp":
         return MLP(rep_in.size, rep_out.size, ch=ch, num_layers=num_layers)

@@ -329,7 +329,8 @@ class ResNet18(Resettable, nn.Module):
         return self.fc(self.pool(x))
 
 
-def build_model(arch: str, *, in_channels: int = 1, num_classes: int = 10, image_size: int = 32, **kwargs) -> nn.Module:
+def build_model(arch: str, *, in_channels: int = 1, num_classes: int = 10, image_size: int = 32,
+                **kwargs: Any) -> nn.Module:
     """A model by name: ``"cnn"``, ``"mixer"``, ``"vit"`` or ``"resnet18"``; extra keyword arguments go to it."""
     if arch == "cnn":
         return SmallCNN(in_channels, num_classes, **kwargs)

@@ -7,7 +7,7 @@ See ``docs/cli.md`` for a tour. Every command that reads or writes results takes
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,7 +18,7 @@ from symkit.allocator import keep_freed_memory
 
 if TYPE_CHECKING:
     from symkit.experiments.registry import Experiment
-    from symkit.runner.sweep import RunSpec
+    from symkit.runner.sweep import Outcome, RunSpec
     from symkit.store import Store
 
 app = typer.Typer(
@@ -304,11 +304,11 @@ class _ArchiveKeeper:
     def update(self, db: Store) -> None:
         from symkit.store.archive import export_runs
 
-        if not db.runs(self.experiment, status="ok"):
-            return
         try:
             self.total, added = export_runs(db, self.experiment, self.path)
         except (OSError, ValueError) as exc:
+            if isinstance(exc, ValueError) and not db.runs(self.experiment, status="ok"):
+                return  # nothing finished yet, so nothing to add (export_runs refuses an empty export)
             typer.echo(f"warning: --archive {self.path}: not written ({exc}); the runs are in {db.path}", err=True)
             return
         self.added += added
@@ -377,7 +377,7 @@ def _run_and_summarise(
     retry_failed: bool,
     exit_on_failure: bool = True,
     time_limit: float | None = None,
-    on_finished: Any = None,
+    on_finished: Callable[[Outcome], None] | None = None,
 ) -> int:
     """Run the sweep, print what happened; exit 130 when interrupted, 124 when stopped by ``time_limit`` (seconds),
     and 1 on failed runs (unless told not to). Returns the number of failed runs. ``on_finished`` goes to

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from symkit.nn._inputs import first_floating
 from symkit.testing import assert_equivariant
 
 __all__ = ["Equivariant"]
@@ -50,10 +51,8 @@ class Equivariant:
 def parameter_like(module: torch.nn.Module) -> tuple[torch.device, torch.dtype]:
     """The device and floating dtype of ``module``'s first floating parameter or buffer (CPU and the default dtype
     for a module with none)."""
-    for t in (*module.parameters(), *module.buffers()):
-        if t.is_floating_point():
-            return t.device, t.dtype
-    return torch.device("cpu"), torch.get_default_dtype()
+    t = first_floating(module)
+    return (torch.device("cpu"), torch.get_default_dtype()) if t is None else (t.device, t.dtype)
 
 
 def standard_normal(module: torch.nn.Module, shape: tuple[int, ...], generator: torch.Generator | None) -> torch.Tensor:

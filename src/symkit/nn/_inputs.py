@@ -34,11 +34,6 @@ def first_floating(module: nn.Module) -> torch.Tensor | None:
     return None
 
 
-def _param_dtype(module: nn.Module) -> torch.dtype | None:
-    t = first_floating(module)
-    return None if t is None else t.dtype
-
-
 def _autocast_dtype(x: torch.Tensor) -> bool:
     """Whether ``x`` has the dtype of an autocast region active on its device (mixed precision: a layer's output
     there may be bfloat16 while the parameters stay float32)."""
@@ -55,7 +50,8 @@ def check_input(who: Callable[[], str], module: nn.Module, x: Any, size: int) ->
             f"{who()} expects a torch.Tensor of shape (batch, {size}), got {type(x).__name__}; "
             f"convert it with torch.as_tensor(x, dtype=torch.float32)"
         )
-    dt = _param_dtype(module)
+    reference = first_floating(module)
+    dt = None if reference is None else reference.dtype
     if dt is not None and x.dtype != dt and not _autocast_dtype(x):
         raise TypeError(
             f"{who()} has {str(dt).removeprefix('torch.')} parameters but the input is "

@@ -44,7 +44,7 @@ def test_aggregate_gives_mean_stderr_and_paper_values(records):
     assert g.mean["err"] == pytest.approx(3.0)  # 2, 3, 4
     assert g.stderr["err"] == pytest.approx(1.0 / math.sqrt(3))
     assert g.mean["ok"] == pytest.approx(2 / 3) and g.mean["tag"] == "same"
-    assert g.mean["note"] == "(varies: s0, s1, s2)"
+    assert g.mean["note"] == "(varies: s0; s1; s2)"
     assert g.paper["err"].value == 0.5
     assert all("err" not in other.paper for other in groups if other is not g)
     row = g.as_row()  # what ``summarize`` receives: the aggregates and every seed's own metrics
@@ -147,3 +147,13 @@ def test_the_markdown_table_leaves_series_out_and_names_them(tmp_path):
     assert "| 5 (1 of 2 seeds) |" in table[1]  # a metric only some runs stored says so
     csv_text = build_report(_experiment(), records, fmt="csv").text
     assert "curve" in csv_text.splitlines()[0]
+
+
+def test_an_experiments_own_summary_comes_first_and_the_table_of_every_metric_is_named(records):
+    import dataclasses
+
+    exp = dataclasses.replace(_experiment(), summarize=lambda rows: f"OWN SUMMARY of {len(rows)} settings")
+    text = build_report(exp, records).text
+    own, named = text.index("OWN SUMMARY of 4 settings"), text.index("Every stored metric, per setting:")
+    assert own < named < text.index("| model | setting | setup | seeds |")
+    assert "Every stored metric" not in build_report(_experiment(), records).text  # no summary: the table alone

@@ -109,7 +109,8 @@ def _aggregate_values(values: list[Any]) -> tuple[Any, float | None]:
         return mean, None if math.isnan(se) else se
     if all(_same(v, present[0]) for v in present):
         return present[0], None
-    return "(varies: " + ", ".join(sorted({str(v) for v in present})) + ")", None
+    # "; " between the values: a value may hold commas itself (a list of library versions)
+    return "(varies: " + "; ".join(sorted({str(v) for v in present})) + ")", None
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:
@@ -403,7 +404,8 @@ def build_report(
         if fixed:
             parts += ["Settings shared by every row: " + ", ".join(f"{k}={_fmt(v)}" for k, v in fixed.items()), ""]
         if experiment.summarize is not None:
-            parts += [experiment.summarize([g.as_row() for g in groups]).rstrip(), ""]
+            parts += [experiment.summarize([g.as_row() for g in groups]).rstrip(), "",
+                      "Every stored metric, per setting:", ""]
         parts += [markdown_table(experiment, groups), ""]
         parts.append(INTERVALS)
         series = series_metrics(groups)

@@ -315,8 +315,19 @@ def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
     assert all("seed" not in r["config"] for r in rows)
     verdicts = sorted(c["outcome"] for c in comparisons(rows))
     assert verdicts == ["ahead", "too few seeds"]
-    path = comparison_figure(runs, tmp_path)
+    import matplotlib.figure
+
+    labels, save = [], matplotlib.figure.Figure.savefig
+
+    def saving(fig, *args, **kwargs):  # the legends' labels of every panel drawn
+        labels.extend(t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())
+        return save(fig, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(matplotlib.figure.Figure, "savefig", saving)
+        path = comparison_figure(runs, tmp_path)
     assert path.name == "rl-sac_comparisons.png" and path.stat().st_size > 1000
+    assert "rpp (1 seed)" in labels and labels.count("relu-mlp (3 seeds)") == 2  # the count, in words that agree
     assert [p.name for p in figures(runs, tmp_path)] == ["rl-sac_curves.png", "rl-sac_comparisons.png"]
     no_steps = [{**r, "config": {k: v for k, v in r["config"].items() if k != "steps"}} for r in runs]
     assert summarize(_rows(no_steps)).splitlines()[-1] == (  # runs stored without a budget still compare

@@ -157,3 +157,23 @@ def test_an_experiments_own_summary_comes_first_and_the_table_of_every_metric_is
     own, named = text.index("OWN SUMMARY of 4 settings"), text.index("Every stored metric, per setting:")
     assert own < named < text.index("| model | setting | setup | seeds |")
     assert "Every stored metric" not in build_report(_experiment(), records).text  # no summary: the table alone
+
+
+def test_run_facts_are_listed_seed_by_seed_not_averaged(tmp_path):
+    import dataclasses
+
+    store = Store(tmp_path / "s.db")
+    for seed, resumed, libs in ((0, 0, "a 1, b 2"), (1, 5000, "a 1, b 2"), (2, 0, None)):
+        metrics = {"err": float(seed), "resumed_from": resumed, "same_fact": 7}
+        if libs is not None:
+            metrics["libraries"] = libs
+        store.record("cli-test-report", {"model": "mlp", "setting": "exact", "seed": seed}, metrics)
+    exp = dataclasses.replace(_experiment(), facts=("resumed_from", "libraries", "same_fact"))
+    (group,) = aggregate(exp, store.runs("cli-test-report"))
+    assert group.mean["resumed_from"] == "0: 0; 1: 5000; 2: 0" and group.stderr["resumed_from"] is None
+    assert group.mean["libraries"] == "0: a 1, b 2; 1: a 1, b 2; 2: –"  # the seed without it is named
+    assert group.mean["same_fact"] == 7 and group.mean["err"] == pytest.approx(1.0)
+    table = build_report(exp, store.runs("cli-test-report")).text
+    assert "0: 0; 1: 5000; 2: 0" in table and "(2 of 3 seeds)" not in table
+    (plain,) = aggregate(_experiment(), store.runs("cli-test-report"))  # not declared a fact: averaged as before
+    assert plain.mean["resumed_from"] == pytest.approx(5000 / 3)

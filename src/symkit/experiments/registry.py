@@ -211,6 +211,9 @@ class Experiment:
     validate: Callable[[Any], None] | None = None
     legacy: Mapping[str, Any] = field(default_factory=dict)
     unfinished: Callable[[], Sequence[Unfinished]] | None = None
+    #: metrics that record how a run went rather than what it found (the step it resumed from, the run it
+    #: continued, library versions): reports list them seed by seed instead of averaging them
+    facts: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.config):

@@ -576,6 +576,7 @@ EXPERIMENT = register(
                "eval_every": 300, "eval_episodes": 2, "checkpoint_every": 300},
         legacy=LEGACY,
         unfinished=unfinished,
+        facts=("resumed_from", "continued_from", "libraries"),
         sweep={"env": tuple(PRESETS), "model": ("relu-mlp", "rpp"), "seed": (0, 1, 2, 3)},
         quick_sweep={"env": ("Hopper",), "model": ("relu-mlp", "rpp"), "seed": (0,)},
         summarize=summarize,

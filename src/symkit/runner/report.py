@@ -113,6 +113,18 @@ def _aggregate_values(values: list[Any]) -> tuple[Any, float | None]:
     return "(varies: " + "; ".join(sorted({str(v) for v in present})) + ")", None
 
 
+def _per_seed(values: Mapping[int, Any]) -> Any:
+    """A run fact (see ``Experiment.facts``) over seeds: its value if every seed has the same, else each seed's
+    value after the seed ("0: 0; 1: 10000")."""
+    present = {seed: v for seed, v in values.items() if v is not None}
+    if not present:
+        return None
+    first = next(iter(present.values()))
+    if len(present) == len(values) and all(_same(v, first) for v in present.values()):
+        return first
+    return "; ".join(f"{seed}: {_fmt(v) if v is not None else '–'}" for seed, v in sorted(values.items()))
+
+
 def _sort_key(value: Any) -> tuple[int, Any]:
     if value is None:
         return (0, 0)
@@ -137,7 +149,11 @@ def aggregate(experiment: Experiment, records: Sequence[RunRecord]) -> list[Grou
         for run in runs:
             names.update(dict.fromkeys(run.metrics or {}))
         for name in names:
-            group.mean[name], group.stderr[name] = _aggregate_values([(r.metrics or {}).get(name) for r in runs])
+            if name in experiment.facts:
+                group.mean[name], group.stderr[name] = _per_seed(
+                    {seed: m.get(name) for seed, m in group.metrics_by_seed.items()}), None
+            else:
+                group.mean[name], group.stderr[name] = _aggregate_values([(r.metrics or {}).get(name) for r in runs])
         group.scale = scale_of(experiment, runs[0].config)
         for paper in experiment.paper if group.scale in COMPARABLE else ():
             if all(k in config and _same(config[k], v) for k, v in paper.where.items()):
@@ -216,7 +232,8 @@ def markdown_table(experiment: Experiment, groups: Sequence[Group]) -> str:
         for metric in metrics:
             cell = _fmt(group.mean.get(metric), group.stderr.get(metric))
             present = sum(run.get(metric) is not None for run in group.metrics_by_seed.values())
-            if cell and present < len(group.seeds):  # runs stored before the metric existed, or without it
+            # runs stored before the metric existed, or without it (a fact lists its seeds already)
+            if cell and present < len(group.seeds) and metric not in experiment.facts:
                 cell += f" ({present} of {len(group.seeds)} seeds)"
             cells.append(cell)
             if metric in with_paper:

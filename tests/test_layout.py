@@ -13,8 +13,8 @@ SRC = Path(symkit.__file__).parent
 
 #: the level of every top-level package or module of symkit (lower levels know nothing of higher ones)
 LEVELS = {
-    "symkit": 0, "_checks": 0, "_locks": 0, "_stopping": 0, "allocator": 0, "progress": 0, "runtime": 0, "stats": 0,
-    "store": 0,
+    "symkit": 0, "_checks": 0, "_locks": 0, "_stopping": 0, "_text": 0, "allocator": 0, "progress": 0, "runtime": 0,
+    "stats": 0, "store": 0,
     "linalg": 1, "groups": 1,
     "reps": 2,
     "actions": 3,

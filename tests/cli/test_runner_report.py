@@ -69,7 +69,7 @@ def test_report_draws_every_plot_and_mentions_failures(records, tmp_path):
     report = build_report(exp, records, plot_dir=tmp_path / "plots")
     assert [p.name for p in report.plots] == ["cli-test-report-err-vs-model.png", "cli-test-report-err-vs-setting.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in report.plots)
-    assert "12 successful runs in 4 settings; 1 failed runs" in report.text
+    assert "12 successful runs in 4 settings; 1 failed run (see" in report.text
     assert "| emlp | exact | paper | 3 | 3 ± 0.58 | 0.5 |" in report.text
     assert "means over seeds ± standard error" in report.text
     with pytest.raises(ValueError, match="report format must be 'md' or 'csv', got 'html'"):

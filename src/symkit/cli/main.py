@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from symkit._text import count
 from symkit.allocator import keep_freed_memory
 
 if TYPE_CHECKING:
@@ -314,7 +315,7 @@ class _ArchiveKeeper:
         self.added += added
 
     def summary(self) -> None:
-        typer.echo(f"{self.path}: {_runs(self.total)} of {self.experiment} ({self.added} added)")
+        typer.echo(f"{self.path}: {count(self.total, 'run')} of {self.experiment} ({self.added} added)")
 
 
 def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry_failed: bool) -> None:
@@ -348,7 +349,7 @@ def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry
             detail = "  [skipped: --retry-failed runs it again]"
         counts[state] = counts.get(state, 0) + 1
         typer.echo(f"{state:7} {spec.label(varying)}{detail}")
-    typer.echo(f"{_runs(len(specs))} planned: {counts.get('done', 0)} done, {counts.get('to run', 0)} to run "
+    typer.echo(f"{count(len(specs), 'run')} planned: {counts.get('done', 0)} done, {counts.get('to run', 0)} to run "
                f"({resumed} from a checkpoint), {counts.get('in use', 0)} in use by another process, "
                f"{counts.get('failed', 0)} failed; store {path}. Nothing was run (--dry-run).")
 
@@ -524,11 +525,6 @@ def _unfinished(name: str, db: Store) -> list[tuple[dict, str]]:
     return out
 
 
-def _runs(n: int) -> str:
-    """``"1 run"``, ``"2 runs"``."""
-    return f"{n} run{'' if n == 1 else 's'}"
-
-
 @app.command("export")
 def export_command(
     name: Annotated[str, typer.Argument(help="Experiment name (see `symkit list`).")],
@@ -544,7 +540,7 @@ def export_command(
         get_experiment(name)
         db = _read_store(store)
         total, added = export_runs(db, name, out)
-        typer.echo(f"{out}: {_runs(total)} of {name} ({added} added from {db.path})")
+        typer.echo(f"{out}: {count(total, 'run')} of {name} ({added} added from {db.path})")
 
 
 @app.command("import")
@@ -560,7 +556,7 @@ def import_command(
         db = _open_store(store)
         for archive in archives:
             recorded, kept = import_runs(db, archive)
-            typer.echo(f"{archive}: {_runs(recorded)} recorded into {db.path}, {kept} already there")
+            typer.echo(f"{archive}: {count(recorded, 'run')} recorded into {db.path}, {kept} already there")
 
 
 @app.command()

@@ -51,6 +51,7 @@ import numpy as np
 from symkit import runtime
 from symkit._checks import require
 from symkit._locks import exclusive, holder
+from symkit._text import count
 from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, Unfinished, register
 from symkit.rl.presets import PRESETS, preset, simulator_versions
@@ -468,11 +469,6 @@ def _rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def _seeds(n: int) -> str:
-    """``1 seed``, ``3 seeds``: a legend's count of runs."""
-    return f"{n} seed" + ("" if n == 1 else "s")
-
-
 def _cut_to_shortest(curves: Sequence[tuple[Sequence[float], Sequence[float]]]) -> tuple[np.ndarray, np.ndarray]:
     """Seeds' ``(steps, returns)`` curves as one steps array and a seeds x evaluations array, cut to the shortest."""
     n = min(len(s) for s, _ in curves)
@@ -501,7 +497,7 @@ def comparison_figure(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
             steps, returns = _cut_to_shortest([(m["curve_steps"], m["curve_returns"]) for m in row["by_seed"].values()
                                                if "curve_returns" in m])
             mean, error = returns.mean(0), standard_error(returns, axis=0)  # nan (no band) for one seed
-            ax.plot(steps, mean, color=colour, label=f"{name} ({_seeds(len(returns))})")
+            ax.plot(steps, mean, color=colour, label=f"{name} ({count(len(returns), 'seed')})")
             ax.fill_between(steps, mean - error, mean + error, color=colour, alpha=0.2)
         ax.axvspan((1 - LATE_FRACTION) * steps[-1], steps[-1], color="0.9", zorder=0, label="late return")
         ax.set_title(f"{c['env']}, {_steps(c['steps'] or int(steps[-1]))} steps: {c['verdict']}\n{c['settings']}",
@@ -545,7 +541,7 @@ def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathLike) -> li
             for row, values in enumerate((np.asarray([best_so_far(v) for v in raw]), raw)):
                 ax = axes[row][col]
                 mean, std = values.mean(0), values.std(0)
-                ax.plot(steps, mean, label=f"{label} ({_seeds(len(runs_))})", color=f"C{colour}")
+                ax.plot(steps, mean, label=f"{label} ({count(len(runs_), 'seed')})", color=f"C{colour}")
                 ax.fill_between(steps, mean - std, mean + std, color=f"C{colour}", alpha=0.2)
         axes[0][col].set_title(env)
         axes[0][col].set_ylabel("best return so far (Fig. 3.4)")

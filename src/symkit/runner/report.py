@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from symkit._text import count
 from symkit.experiments.registry import Experiment, PaperValue, Plot
 from symkit.stats import mean_and_error
 from symkit.store import RunRecord, canonical_json
@@ -412,8 +413,8 @@ def build_report(
 
     parts = [f"# {experiment.name}", "", experiment.description, "", f"Reproduces: {experiment.reproduces}", ""]
     n_ok = sum(len(g.seeds) for g in groups)
-    parts.append(f"{n_ok} successful runs in {len(groups)} settings"
-                 + (f"; {failed} failed runs (see `symkit runs {experiment.name} --failed`)" if failed else "") + ".")
+    failures = f"; {count(failed, 'failed run')} (see `symkit runs {experiment.name} --failed`)" if failed else ""
+    parts.append(f"{count(n_ok, 'successful run')} in {count(len(groups), 'setting')}{failures}.")
     parts.append("")
     if groups:
         keys = set(varying_keys(experiment, groups))

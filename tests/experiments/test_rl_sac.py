@@ -374,7 +374,8 @@ def test_a_run_that_another_process_is_training_is_refused_not_trained_twice(tmp
         assert store.status_of("rl-sac") == {}
         lines = [line for line, _ in summary_lines(exp, specs, result, store.path)]
         assert any(line.startswith("  not run, in use by another process") for line in lines), lines
-        assert any("1 runs were being trained by another process" in line for line in lines), lines
+        assert lines[0].startswith("rl-sac: 1 run in the sweep; 0 already stored, ran 0 (0 failed)"), lines
+        assert any("1 run in training by another process, not run here" in line for line in lines), lines
     finally:
         release.set()
         holder.join(60)

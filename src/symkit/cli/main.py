@@ -447,7 +447,7 @@ def runs(
         db = _read_store(store)
         if name is None:
             counts = db.counts()
-            typer.echo(f"{db.path}: {sum(sum(c.values()) for c in counts.values())} runs")
+            typer.echo(f"{db.path}: {count(sum(sum(c.values()) for c in counts.values()), 'run')}")
             for experiment, by_status in counts.items():
                 typer.echo(f"  {experiment}: " + ", ".join(f"{n} {status}" for status, n in sorted(by_status.items())))
             return

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from symkit._text import count
 from symkit.experiments.registry import all_experiments, get_experiment
 from symkit.runner.report import write_report
 from symkit.runner.sweep import SweepError, plan, run_sweep, summary_lines
@@ -73,7 +74,7 @@ def run_demo(
         report_plots = [p for p in paths if p.suffix == ".png"]
         plots += report_plots
         seconds = time.perf_counter() - t0
-        index.append(f"- [{name}]({name}/report.md): {exp.reproduces} ({len(specs)} runs, {seconds:.0f} s"
+        index.append(f"- [{name}]({name}/report.md): {exp.reproduces} ({count(len(specs), 'run')}, {seconds:.0f} s"
                      + (f", {failed} failed" if failed else "") + ")")
         index += [f"  - plot: [{p.name}]({name}/{p.name})" for p in report_plots[:3]]
         if len(report_plots) > 3:

@@ -26,6 +26,7 @@ from typing import Any
 
 from symkit import runtime
 from symkit._locks import RunInUse
+from symkit._text import count
 from symkit.allocator import keep_freed_memory
 from symkit.experiments.registry import Experiment, config_from_json, import_experiment, resolve_scale
 from symkit.progress import progress_bar, progress_enabled
@@ -698,7 +699,7 @@ def summary_lines(experiment: Experiment, specs: Sequence[RunSpec], result: Swee
                   store_path: object) -> list[tuple[str, bool]]:
     """What a sweep did, as ``(line, is_error)`` pairs: counts, the first failures, runs that could not be stored
     (each unsaved run in full, so nothing computed is lost), an interruption and how to resume."""
-    lines = [(f"{experiment.name}: {result.total} runs in the sweep; {result.already_ok} already stored, ran "
+    lines = [(f"{experiment.name}: {count(result.total, 'run')} in the sweep; {result.already_ok} already stored, ran "
               f"{result.ran} ({result.failed} failed) -> {store_path}", False)]
     varying = [k for k in experiment.field_names() if len({canonical_json(s.config.get(k)) for s in specs}) > 1]
     for outcome in result.failures[:3]:
@@ -707,10 +708,10 @@ def summary_lines(experiment: Experiment, specs: Sequence[RunSpec], result: Swee
     if len(result.failures) > 3:
         lines.append((f"  ... and {len(result.failures) - 3} more", True))
     if result.pending or result.unsaved:
-        lines.append((f"Error: {result.pending + len(result.unsaved)} finished runs could not be written: "
+        lines.append((f"Error: {count(result.pending + len(result.unsaved), 'finished run')} could not be written: "
                       f"{result.store_error}", True))
         if result.pending:
-            lines.append((f"  {result.pending} are kept in {result.pending_path}; they are recorded the next time "
+            lines.append((f"  {count(result.pending, 'run')} kept in {result.pending_path}, recorded the next time "
                           "the store is opened for writing (any `symkit reproduce` on it)", True))
         for outcome in result.unsaved:
             lines.append(("  unsaved run: " + canonical_json({"config": outcome.spec.config, "metrics": outcome.metrics,
@@ -718,13 +719,13 @@ def summary_lines(experiment: Experiment, specs: Sequence[RunSpec], result: Swee
     for outcome in result.in_use[:3]:
         lines.append((f"  not run, in use by another process: {outcome.spec.label(varying)}", True))
     if result.in_use:
-        lines.append((f"{len(result.in_use)} runs were being trained by another process and were not run here (nor "
+        lines.append((f"{count(len(result.in_use), 'run')} in training by another process, not run here (nor "
                       "stored); run the same command again once that process has ended to run any it did not "
                       "finish.", True))
     if result.interrupted:
         lines.append(("Interrupted: the finished runs are stored; run the same command again to resume.", True))
     failed = result.failed + result.already_failed
     if failed and not result.interrupted:
-        lines.append((f"{failed} runs failed (errors: `symkit runs {experiment.name} --failed`); rerun with "
+        lines.append((f"{count(failed, 'run')} failed (errors: `symkit runs {experiment.name} --failed`); rerun with "
                       "--retry-failed to retry.", True))
     return lines

@@ -310,3 +310,20 @@ def test_ages_of_unfinished_runs_read_in_a_sensible_unit(seconds, text):
     from symkit.cli.main import _ago
 
     assert _ago(seconds) == text
+
+
+def test_the_archive_summary_counts_runs_another_sweep_added_meanwhile(tmp_path, capsys):
+    """Two sweeps archiving to one file: each one's closing line gives the file's size at its end, not at its start."""
+    from symkit.cli.main import _ArchiveKeeper
+    from symkit.store import Store
+    from symkit.store.archive import export_runs
+
+    archive = tmp_path / "runs.jsonl"
+    store = Store(tmp_path / "a.db")
+    store.record("cli-toy", {"n": 1, "seed": 0}, {"loss": 1.0})
+    export_runs(store, "cli-toy", archive)
+    keeper = _ArchiveKeeper(archive, "cli-toy")  # this sweep starts: one run in the archive
+    store.record("cli-toy", {"n": 1, "seed": 1}, {"loss": 2.0})
+    export_runs(store, "cli-toy", archive)  # another sweep adds one
+    keeper.summary()
+    assert capsys.readouterr().out.strip() == f"{archive}: 2 runs of cli-toy (0 added)"  # it said 1 run

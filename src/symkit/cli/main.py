@@ -315,6 +315,13 @@ class _ArchiveKeeper:
         self.added += added
 
     def summary(self) -> None:
+        """The archive's size as it is now: another sweep may have added runs to it since this one's last update."""
+        from symkit.store.archive import read_archive
+
+        try:
+            self.total = len(read_archive(self.path))
+        except (OSError, ValueError):
+            pass  # unreadable now: the last count this sweep saw
         typer.echo(f"{self.path}: {count(self.total, 'run')} of {self.experiment} ({self.added} added)")
 
 

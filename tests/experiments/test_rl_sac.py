@@ -70,9 +70,10 @@ def test_the_config_checks():
 def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error():
     from symkit.experiments.rl_sac import summarize
 
-    curves = {0: {"curve_steps": [0, 10, 20], "curve_returns": [0.0, 40.0, 20.0]},  # best so far 0, 40, 40
-              1: {"curve_steps": [0, 10, 20], "curve_returns": [0.0, 20.0, 60.0]}}  # stored without the metric
-    row = {"config": {"env": "Hopper", "model": "rpp", "steps": 20}, "n": 2, "mean": {"seconds_per_update": 0.1},
+    steps = [0, 10, 20, 30, 40, 50]
+    curves = {0: {"curve_steps": steps, "curve_returns": [0.0, 40.0, 20.0, 20.0, 30.0, 10.0]},
+              1: {"curve_steps": steps, "curve_returns": [0.0, 20.0, 60.0, 60.0, 80.0, 60.0]}}
+    row = {"config": {"env": "Hopper", "model": "rpp", "steps": 50}, "n": 2, "mean": {"seconds_per_update": 0.1},
            "by_seed": curves}
     text = summarize([row]).splitlines()
     line = text[2]
@@ -80,12 +81,12 @@ def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error()
     curves[1]["libraries"] = "mujoco 4.0.0, gymnasium 1.4.0"
     assert summarize([row]).splitlines()[-1] == ("Libraries: mujoco 4.0.0, gymnasium 1.4.0 (1 run); not recorded "
                                                  "(runs stored before symkit recorded them) (1 run).")
-    # final 20, 60; late (steps >= 16: the last evaluation) 20, 60; mean over the curve (trapezoids) 25, 25; mean
-    # best so far 30, 25
-    assert line == ("| Hopper | 20 | rpp | bilinear 0.1, uniform hidden, entropy -1 dim A, exp std | 2 | 40.0 ± 20.0 "
-                    "| 40.0 ± 20.0 "
-                    "| 25.0 ± 0.0 | 27.5 ± 2.5 "
-                    "| 0: 20, 1: 60 | 0.100 |")
+    # final 10, 60; late (steps >= 40) 20, 70; mean over the curve (trapezoids / 50) 23, 50; best so far
+    # 0, 40, 40, 40, 40, 40 and 0, 20, 60, 60, 80, 80 (trapezoids / 50: 36, 52)
+    assert line == ("| Hopper | 50 | rpp | bilinear 0.1, uniform hidden, entropy -1 dim A, exp std | 2 | 35.0 ± 25.0 "
+                    "| 45.0 ± 25.0 "
+                    "| 36.5 ± 13.5 | 44.0 ± 8.0 "
+                    "| 0: 20 (10), 1: 70 (60) | 0.100 |")
 
 
 def test_runs_of_other_settings_are_separate_rows_and_curves():

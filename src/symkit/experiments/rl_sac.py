@@ -264,15 +264,16 @@ def _mean_se(values: Sequence[float]) -> str:
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     """Per environment and model, over seeds (mean ± standard error): the final evaluation return, the late return
     (mean of the evaluations in the last fifth of the steps), the mean return over the curve, and the mean of Figure
-    3.4's curve (the best return reached up to each evaluation), and each seed's final return (seed: return, so a
-    mean carried by one seed shows)."""
+    3.4's curve (the best return reached up to each evaluation), and each seed's late and final return (``seed: late
+    (final)``, so a mean carried by one seed shows, and the late returns the verdicts compare can be checked)."""
     lines = ["| env | steps | model | settings | seeds | final return | late return (last fifth) "
-             "| mean return over the curve | mean best so far (Fig. 3.4) | final return per seed | s per update |",
+             "| mean return over the curve | mean best so far (Fig. 3.4) | late (final) return per seed "
+             "| s per update |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=_row_order):
         seeds = sorted((seed, _curve_means(m)) for seed, m in r.get("by_seed", {}).items() if "curve_returns" in m)
         columns = [_mean_se([c[i] for _, c in seeds]) for i in range(4)]
-        per_seed = ", ".join(f"{seed}: {c[0]:.0f}" for seed, c in seeds)
+        per_seed = ", ".join(f"{seed}: {c[1]:.0f} ({c[0]:.0f})" for seed, c in seeds)
         lines.append(f"| {r['config'].get('env')} | {r['config'].get('steps', '')} | {r['config'].get('model')} | "
                      f"{_settings(r['config'])} | {r['n']} | " + " | ".join(columns)
                      + f" | {per_seed} | {r['mean'].get('seconds_per_update', math.nan):.3f} |")
@@ -319,7 +320,7 @@ def _libraries_line(rows: Sequence[Mapping[str, Any]]) -> str:
         for metrics in r.get("by_seed", {}).values():
             key = metrics.get("libraries") or "not recorded (runs stored before symkit recorded them)"
             counts[key] = counts.get(key, 0) + 1
-    return "Libraries: " + "; ".join(f"{key} ({n} run{'s' * (n != 1)})" for key, n in sorted(counts.items())) + "."
+    return "Libraries: " + "; ".join(f"{key} ({count(n, 'run')})" for key, n in sorted(counts.items())) + "."
 
 
 def _time_left(running: Mapping[str, Any]) -> float:

@@ -23,6 +23,13 @@ def _own_checkpoints(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
 
 
+
+def _line(text, start):
+    """The one line of a report that starts with ``start``."""
+    lines = text.splitlines() if isinstance(text, str) else text
+    (line,) = [line for line in lines if line.startswith(start)]
+    return line
+
 def test_the_quick_rpp_run_records_its_curve_and_keeps_its_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
     exp = get_experiment("rl-sac")
@@ -77,16 +84,36 @@ def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error()
            "by_seed": curves}
     text = summarize([row]).splitlines()
     line = text[2]
-    assert text[-1] == "Libraries: not recorded (runs stored before symkit recorded them) (2 runs)."
+    assert _line(text, "Libraries") == "Libraries: not recorded (runs stored before symkit recorded them) (2 runs)."
     curves[1]["libraries"] = "mujoco 4.0.0, gymnasium 1.4.0"
-    assert summarize([row]).splitlines()[-1] == ("Libraries: mujoco 4.0.0, gymnasium 1.4.0 (1 run); not recorded "
-                                                 "(runs stored before symkit recorded them) (1 run).")
+    assert _line(summarize([row]), "Libraries") == ("Libraries: mujoco 4.0.0, gymnasium 1.4.0 (1 run); not recorded "
+                                                    "(runs stored before symkit recorded them) (1 run).")
     # final 10, 60; late (steps >= 40) 20, 70; mean over the curve (trapezoids / 50) 23, 50; best so far
     # 0, 40, 40, 40, 40, 40 and 0, 20, 60, 60, 80, 80 (trapezoids / 50: 36, 52)
     assert line == ("| Hopper | 50 | rpp | bilinear 0.1, uniform hidden, entropy -1 dim A, exp std | 2 | 35.0 ± 25.0 "
                     "| 45.0 ± 25.0 "
                     "| 36.5 ± 13.5 | 44.0 ± 8.0 "
                     "| 0: 20 (10), 1: 70 (60) | 0.100 |")
+
+
+def test_the_report_lists_each_seeds_return_at_every_tenth_of_its_steps():
+    """The per-seed curve table: the last evaluation at or before each tenth of the run's steps (a run evaluated
+    every 3 steps of 20 reads its returns at 0, 0, 3, 3, 6, ...), headed by the steps when every run shares them."""
+    from symkit.experiments.rl_sac import summarize
+
+    steps = list(range(0, 21, 3)) + [20]  # 0, 3, ..., 18, 20
+    curve = {"curve_steps": steps, "curve_returns": [float(s) for s in steps]}
+    row = {"config": {"env": "Hopper", "model": "rpp", "steps": 20}, "n": 1, "mean": {}, "by_seed": {4: curve}}
+    lines = summarize([row]).split("Evaluation return per seed at every tenth of its steps")[1].splitlines()
+    assert lines[2] == "| env | steps | model | settings | seed | 2 | 4 | 6 | 8 | 10 | 12 | 14 | 16 | 18 | 20 |"
+    assert lines[4] == ("| Hopper | 20 | rpp | bilinear 0.1, uniform hidden, entropy -1 dim A, exp std | 4 "
+                        "| 0 | 3 | 6 | 6 | 9 | 12 | 12 | 15 | 18 | 20 |")
+    short = {"curve_steps": [0, 5, 10], "curve_returns": [1.0, 2.0, 3.0]}  # another length: tenths, not steps
+    other = {**row, "config": {**row["config"], "steps": 10}, "by_seed": {0: short}}
+    lines = summarize([row, other]).split("Evaluation return per seed")[1].splitlines()
+    assert lines[2].endswith("| seed | 1/10 | 2/10 | 3/10 | 4/10 | 5/10 | 6/10 | 7/10 | 8/10 | 9/10 | 10/10 |")
+    assert lines[4].endswith("| 0 | 1 | 1 | 1 | 1 | 2 | 2 | 2 | 2 | 2 | 3 |")
+    assert "Evaluation return per seed" not in summarize([{**row, "by_seed": {}}])
 
 
 def test_runs_of_other_settings_are_separate_rows_and_curves():
@@ -260,9 +287,9 @@ def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_give
     assert table[9] == ("Ahead by the rule on 1 of the 1 environments compared: "
                         "Hopper (rpp against relu-mlp at 100 steps).")
     walker = [{**r, "config": {**r["config"], "env": "Walker2d"}} for r in (rows[0], rows[3])]  # relu-mlp, behind
-    assert summarize([*rows, *walker]).splitlines()[-1] == (
+    assert _line(summarize([*rows, *walker]), "Ahead") == (
         "Ahead by the rule on 1 of the 2 environments compared: Hopper (rpp against relu-mlp at 100 steps).")
-    assert summarize(walker).splitlines()[-1] == "Ahead by the rule on 0 of the 1 environments compared: none."
+    assert _line(summarize(walker), "Ahead") == "Ahead by the rule on 0 of the 1 environments compared: none."
 
 
 
@@ -295,7 +322,8 @@ def test_a_comparison_with_one_seed_on_a_side_prints_no_nan():
                 "by_seed": by_seed}
 
     table = summarize([row("relu-mlp", [400, 300, 500]), row("rpp", [700], bilinear_scale=0.03)])
-    (line,) = [line for line in table.split("Against the MLP")[1].splitlines() if line.startswith("| Hopper")]
+    comparisons = table.split("Against the MLP")[1].split("Evaluation return per seed")[0]
+    (line,) = [line for line in comparisons.splitlines() if line.startswith("| Hopper")]
     assert "nan" not in line and line.endswith("| +300.0 | – | too few seeds |"), line
 
 
@@ -331,7 +359,7 @@ def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
     assert "rpp (1 seed)" in labels and labels.count("relu-mlp (3 seeds)") == 2  # the count, in words that agree
     assert [p.name for p in figures(runs, tmp_path)] == ["rl-sac_curves.png", "rl-sac_comparisons.png"]
     no_steps = [{**r, "config": {k: v for k, v in r["config"].items() if k != "steps"}} for r in runs]
-    assert summarize(_rows(no_steps)).splitlines()[-1] == (  # runs stored without a budget still compare
+    assert _line(summarize(_rows(no_steps)), "Ahead") == (  # runs stored without a budget still compare
         "Ahead by the rule on 1 of the 1 environments compared: Hopper (rpp against relu-mlp at ? steps).")
     assert comparison_figure(runs[:3], tmp_path / "none") is None  # MLPs only
     assert [p.name for p in figures(runs[:3], tmp_path / "none")] == ["rl-sac_curves.png"]

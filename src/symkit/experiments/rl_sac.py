@@ -291,6 +291,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
             lines.append(f"| {c['env']} | {c['steps']} | {c['model']} | {c['settings']} | {c['against']} | "
                          f"{c['seeds'][0]} vs {c['seeds'][1]} | " + " | ".join(cells) + f" | {c['verdict']} |")
         lines += ["", _verdicts_by_environment(compared)]
+    lines += _returns_along_the_curve(rows)
     running = in_progress()
     if running:
         lines += ["", "Runs in progress (read from their checkpoints; not results until they finish):", "",
@@ -302,6 +303,32 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
                   f"{max(r['returns']):.0f} | {_duration(r['seconds'])} | {_duration(_time_left(r))} |"
                   for r in running]
     return "\n".join(lines)
+
+
+def _returns_along_the_curve(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A table of each seed's evaluation return at every tenth of its steps (the last evaluation at or before
+    ``k x steps / 10``), per row: where in the run a late or final return was made, without the store's curves."""
+    points, table = 10, []
+    for r in sorted(rows, key=_row_order):
+        for seed, metrics in sorted(r.get("by_seed", {}).items()):
+            steps, returns = metrics.get("curve_steps") or [], metrics.get("curve_returns") or []
+            if not steps:
+                continue
+            marks = [steps[-1] * k / points for k in range(1, points + 1)]
+            at = [returns[int(np.searchsorted(steps, mark, side="right")) - 1] for mark in marks]
+            table.append((r["config"], seed, marks, at))
+    if not table:
+        return []
+    lines = ["", "Evaluation return per seed at every tenth of its steps (the last evaluation at or before it):",
+             ""]
+    shared = {tuple(marks) for _, _, marks, _ in table}
+    head = ([f"{m:,.0f}" for m in table[0][2]] if len(shared) == 1
+            else [f"{k}/{points}" for k in range(1, points + 1)])
+    lines += ["| env | steps | model | settings | seed | " + " | ".join(head) + " |",
+              "|---" * (5 + points) + "|"]
+    lines += [f"| {c.get('env')} | {c.get('steps', '')} | {c.get('model')} | {_settings(c)} | {seed} | "
+              + " | ".join(f"{v:.0f}" for v in at) + " |" for c, seed, _, at in table]
+    return lines
 
 
 def _difference_cells(d: Any) -> str:

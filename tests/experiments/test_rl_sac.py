@@ -114,6 +114,9 @@ def test_the_report_lists_each_seeds_return_at_every_tenth_of_its_steps():
     assert lines[2].endswith("| seed | 1/10 | 2/10 | 3/10 | 4/10 | 5/10 | 6/10 | 7/10 | 8/10 | 9/10 | 10/10 |")
     assert lines[4].endswith("| 0 | 1 | 1 | 1 | 1 | 2 | 2 | 2 | 2 | 2 | 3 |")
     assert "Evaluation return per seed" not in summarize([{**row, "by_seed": {}}])
+    odd = {"curve_steps": [0, 5, 15], "curve_returns": [1.0, 2.0, 3.0]}  # tenths of 15 steps: 1.5, 3, 4.5, ...
+    lines = summarize([{**row, "by_seed": {0: odd}}]).split("Evaluation return per seed")[1].splitlines()
+    assert lines[2].endswith("| seed | 1.5 | 3 | 4.5 | 6 | 7.5 | 9 | 10.5 | 12 | 13.5 | 15 |")
 
 
 def test_runs_of_other_settings_are_separate_rows_and_curves():

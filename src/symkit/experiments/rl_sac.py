@@ -322,7 +322,7 @@ def _returns_along_the_curve(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["", "Evaluation return per seed at every tenth of its steps (the last evaluation at or before it):",
              ""]
     shared = {tuple(marks) for _, _, marks, _ in table}
-    head = ([f"{m:,.0f}" for m in table[0][2]] if len(shared) == 1
+    head = ([f"{m:,.0f}" if m == int(m) else f"{m:,.1f}" for m in table[0][2]] if len(shared) == 1
             else [f"{k}/{points}" for k in range(1, points + 1)])
     lines += ["| env | steps | model | settings | seed | " + " | ".join(head) + " |",
               "|---" * (5 + points) + "|"]

@@ -72,6 +72,11 @@ def test_the_config_checks():
         exp.check_config(exp.make_config(quick=True, steps=100))
     with pytest.raises(ValueError, match="no preset"):
         exp.check_config(exp.make_config(quick=True, env="Pong"))
+    with pytest.raises(ValueError, match="joint_signs must be one of"):
+        exp.check_config(exp.make_config(quick=True, joint_signs="flipped"))
+    with pytest.raises(ValueError, match="only presets with sign_flips"):  # Hopper has no reversed joints
+        exp.check_config(exp.make_config(quick=True, env="Hopper", joint_signs="matched"))
+    exp.check_config(exp.make_config(quick=True, env="Ant", joint_signs="matched"))
 
 
 def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error():
@@ -153,13 +158,15 @@ def test_runs_stored_before_the_new_settings_keep_their_identity_and_checkpoints
 
     monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
     exp = get_experiment("rl-sac")
-    legacy = {"bilinear_scale": [0.1], "hidden": ["uniform"], "target_entropy_scale": [1.0], "std_param": ["exp"]}
+    legacy = {"bilinear_scale": [0.1], "hidden": ["uniform"], "target_entropy_scale": [1.0], "std_param": ["exp"],
+              "joint_signs": ["raw"]}
     (spec,) = plan(exp, quick=True, seeds=[0], settings={"env": ["Hopper"], "model": ["rpp"], **legacy})
     stored = {k: v for k, v in dataclasses.asdict(exp.make_config(quick=True, env="Hopper", model="rpp")).items()
               if k not in legacy}  # a config as stored before the three settings existed
     assert spec.config == stored and spec.config_hash == config_hash(stored)
     (new,) = plan(exp, quick=True, seeds=[0], settings={"env": ["Hopper"], "model": ["rpp"]})
     assert new.config_hash != spec.config_hash and new.config["hidden"] == "rl-code"
+    assert "joint_signs" not in new.config  # "raw", the signs of every run stored before the setting: same hash
     old_folder = checkpoint_dir(exp.make_config(quick=True, env="Hopper", model="rpp", bilinear_scale=0.1,
                                                 hidden="uniform", target_entropy_scale=1.0, std_param="exp"))
     digest = hashlib.sha1(json.dumps(stored, sort_keys=True).encode()).hexdigest()[:10]  # the folder's name then
@@ -315,6 +322,30 @@ def test_rpp_in_the_policy_only_is_a_model_compared_with_the_mlps_of_its_setting
     assert got["settings"].startswith("bilinear 0.03, rl-code hidden") and got["verdict"].startswith("ahead")
 
 
+def test_matched_joint_signs_are_an_equivariant_setting_compared_with_the_same_mlps():
+    """``joint_signs`` changes only what the equivariant networks' prior says (an MLP is indifferent to negated
+    inputs and outputs up to its initialisation's draw): the ReLU MLP rows are the baseline of both values, the RPP
+    rows are separate and named by their signs, and the environment is counted once."""
+    from symkit.experiments.rl_sac import comparisons, summarize
+
+    rl = {"env": "Ant", "steps": 100, "target_entropy_scale": 0.5, "std_param": "softplus"}
+    net = {"bilinear_scale": 0.03, "hidden": "rl-code"}
+
+    def row(model, finals, **settings):
+        by_seed = {s: {"curve_steps": [0, 50, 100], "curve_returns": [0.0, f / 2, f]} for s, f in enumerate(finals)}
+        return {"config": {"model": model, **rl, **settings}, "n": len(finals), "mean": {}, "by_seed": by_seed}
+
+    rows = [row("relu-mlp", [800, 900, 850]), row("rpp", [100, 90, 60], **net),
+            row("rpp", [1200, 1300, 1250], **net, joint_signs="matched")]
+    raw, matched = comparisons(rows)
+    assert (raw["against"], matched["against"]) == ("relu-mlp", "relu-mlp")
+    assert raw["settings"] == "bilinear 0.03, rl-code hidden, entropy -0.5 dim A, softplus std"
+    assert matched["settings"] == "bilinear 0.03, rl-code hidden, matched joint signs, entropy -0.5 dim A, softplus std"
+    assert (raw["outcome"], matched["outcome"]) == ("behind", "ahead")
+    assert _line(summarize(rows), "Ahead") == ("Ahead by the rule on 1 of the 1 environments compared: "
+                                               "Ant (rpp against relu-mlp at 100 steps).")
+
+
 def test_a_comparison_with_one_seed_on_a_side_prints_no_nan():
     """One seed leaves the standard error and p-value undefined: the report's cells say so (``–``), not ``nan``."""
     from symkit.experiments.rl_sac import summarize
@@ -400,7 +431,7 @@ def test_a_run_that_another_process_is_training_is_refused_not_trained_twice(tmp
         # through a sweep: not run, and not stored as failed (a later sweep runs it if the holder does not finish it)
         store = Store(tmp_path / "runs.db")
         specs = [s for s in plan(exp, quick=True, seeds=[config.seed]) if s.config["model"] == "relu-mlp"]
-        assert len(specs) == 1 and specs[0].config == dataclasses.asdict(config)
+        assert len(specs) == 1 and specs[0].config == exp.identity(dataclasses.asdict(config))
         result = run_sweep(exp, specs, store, progress=False)
         assert (len(result.in_use), result.ran, result.failed) == (1, 0, 0)
         assert store.status_of("rl-sac") == {}

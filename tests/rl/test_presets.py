@@ -165,6 +165,32 @@ def test_approximate_symmetries_are_not_exact(envs):
     assert np.abs(np.concatenate([q1g[2:], v1g]) - np.concatenate([tq[2:], tv])).max() > 1e-3
 
 
+def test_ants_leg_cycle_keeps_the_ankles_in_range_only_with_matched_signs(envs):
+    """Legs 2 and 3 bend their ankles the other way (-70..-30 degrees, legs 1 and 4: 30..70): Table A.10's cycle
+    of the raw features sends every visited state's ankles out of range (by more than half a radian), the cycle of
+    the ``joint_signs="matched"`` features keeps every joint within its range (as far as the visited state was)."""
+    p, env = PRESETS["Ant"], envs["Ant"]
+    m = env.unwrapped.model
+    assert [round(float(np.degrees(m.jnt_range[j][0]))) for j in (2, 4, 6, 8)] == [30, -70, -70, 30]  # ankles 1-4
+    (g,) = p.group.discrete_generators
+
+    def cycled(qpos, qvel, joint_signs):
+        signs = p.signs(joint_signs)[0]
+        features = signs * (p.state_rep.rho(g) @ (signs * p.features(np.concatenate([qpos[2:], qvel]))))
+        return np.concatenate([qpos[:2], p.raw_observation(features)[: len(qpos) - 2]])
+
+    states = _visited_states(env, 12, seed=1)
+    assert min(_violation(env, cycled(q, v, "raw")) for q, v in states) > 0.5
+    assert all(_violation(env, cycled(q, v, "matched")) <= _violation(env, q) + 1e-12 for q, v in states)
+    state, action = p.signs("matched")
+    assert list(np.flatnonzero(state < 0)) == [10, 11, 24, 25] and list(np.flatnonzero(action < 0)) == [5, 6]
+    assert (p.signs("raw")[0] == 1).all()
+    with pytest.raises(ValueError, match="only presets with sign_flips"):
+        PRESETS["Hopper"].signs("matched")
+    with pytest.raises(ValueError, match="joint_signs must be one of"):
+        p.signs("flipped")
+
+
 def test_the_inverted_pendulums_mirror_is_almost_exact(envs):
     """Its pole leans 1 mm (the model's capsule runs to x = 0.001), so a mirrored step misses the mirrored step by
     0.004-0.025% of the state (measured), far above rounding: an approximate symmetry, though a close one."""

@@ -33,10 +33,18 @@ def _sac(name, kind, **kw):
     return p, make_sac(p, kind, Monitor(p.make_env()), ch=32, buffer_size=1000, learning_starts=100, **kw)
 
 
-@pytest.mark.parametrize("name", ["Walker2d", "Swimmer", "Ant"])
-def test_the_emlp_actor_and_critics_are_equivariant_in_the_environments_order(name):
-    p, model = _sac(name, "emlp")
+@pytest.mark.parametrize(("name", "joint_signs"),
+                         [("Walker2d", "raw"), ("Swimmer", "raw"), ("Ant", "raw"), ("Ant", "matched")])
+def test_the_emlp_actor_and_critics_are_equivariant_in_the_environments_order(name, joint_signs):
+    """In the environment's order and signs: with ``joint_signs="matched"`` the group acts on Ant's features after
+    its two reversed ankles are negated, so in raw coordinates it is the signed leg cycle."""
+    p, model = _sac(name, "emlp", joint_signs=joint_signs)
     policy = model.policy
+    s_state, s_action = p.signs(joint_signs)
+
+    def act(rep, g, x, signs):  # g on raw features: negate, transform, negate back
+        return signs * ((signs * x) @ rep.rho(g).T)
+
     env = p.make_env()
     obs = np.stack([env.reset(seed=s)[0] for s in range(6)])
     for _ in range(3):  # move away from the reset pose
@@ -44,12 +52,13 @@ def test_the_emlp_actor_and_critics_are_equivariant_in_the_environments_order(na
     a = np.random.default_rng(0).uniform(-1, 1, (6, p.action_size))
     with torch.no_grad():
         for g in group_elements(p.group, 2, seed=3):
-            g_obs = p.raw_observation(p.features(obs) @ p.state_rep.rho(g).T)
-            g_a = p.raw_action(p.action_features(a) @ p.action_rep.rho(g).T)
+            g_obs = p.raw_observation(act(p.state_rep, g, p.features(obs), s_state))
+            g_a = p.raw_action(act(p.action_rep, g, p.action_features(a), s_action))
             mean, log_std, _ = policy.actor.get_action_dist_params(torch.as_tensor(obs, dtype=torch.float32))
             g_mean, g_log_std, _ = policy.actor.get_action_dist_params(torch.as_tensor(g_obs, dtype=torch.float32))
             np.testing.assert_allclose(
-                g_mean.numpy(), p.raw_action(p.action_features(mean.numpy()) @ p.action_rep.rho(g).T), atol=1e-5)
+                g_mean.numpy(), p.raw_action(act(p.action_rep, g, p.action_features(mean.numpy()), s_action)),
+                atol=1e-5)
             np.testing.assert_allclose(
                 g_log_std.numpy(),
                 p.raw_action(p.action_features(log_std.numpy()) @ p.action_scale_rep.rho(g).T), atol=1e-5)

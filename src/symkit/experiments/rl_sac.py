@@ -68,15 +68,17 @@ FULL_STEPS = 1_000_000
 #: the settings a longer run may differ in from the shorter run it continues (neither changes what is trained)
 BUDGET_FIELDS = ("steps", "checkpoint_every")
 #: settings added after runs were stored, with the value those runs had (:attr:`Experiment.legacy`): emlp's bilinear
-#: scale, symkit's uniform hidden reps, stable-baselines3's target entropy ``-|A|`` and ``exp`` standard deviation
-LEGACY = {"bilinear_scale": 0.1, "hidden": "uniform", "target_entropy_scale": 1.0, "std_param": "exp"}
+#: scale, symkit's uniform hidden reps, stable-baselines3's target entropy ``-|A|`` and ``exp`` standard deviation,
+#: and the environment's joint signs (``raw``, also the default: runs of it keep their identity and folders)
+LEGACY = {"bilinear_scale": 0.1, "hidden": "uniform", "target_entropy_scale": 1.0, "std_param": "exp",
+          "joint_signs": "raw"}
 #: the report's verdict (:func:`comparisons`): an equivariant model is ahead of (behind) the MLP run with the same
 #: settings when its late return is higher (lower) with Welch's one-sided p-value below ``SIGNIFICANCE``, with at
 #: least ``MIN_SEEDS`` seeds on each side; otherwise level
 SIGNIFICANCE = 0.05
 MIN_SEEDS = 3
 #: settings of the equivariant networks alone: an MLP run is the baseline of every value of them
-NETWORK_FIELDS = ("bilinear_scale", "hidden")
+NETWORK_FIELDS = ("bilinear_scale", "hidden", "joint_signs")
 
 
 @dataclass
@@ -101,6 +103,8 @@ class SACConfig:
     hidden: str = "rl-code"  # the equivariant networks' hidden reps: "rl-code" (per environment) or "uniform"
     target_entropy_scale: NonNegative = RL_TARGET_ENTROPY_SCALE  # target entropy -scale x |A| (SB3's: 1)
     std_param: str = "softplus"  # the policy's std from its head: "softplus" (the RL code's) or "exp" (SB3's)
+    joint_signs: str = "raw"  # "matched": Ant's reversed ankles negated in the features (the legs' cycle then maps
+    # joint ranges onto joint ranges); an equivariant networks' setting, the MLPs are indifferent to it
     eval_every: Count = 10_000
     eval_episodes: Count = 10
     checkpoint_every: Count = 50_000
@@ -115,6 +119,7 @@ def _validate(config: SACConfig) -> None:
         raise ValueError(f"hidden must be one of {HIDDEN}, got {config.hidden!r}")
     if config.std_param not in STD_PARAMS:
         raise ValueError(f"std_param must be one of {STD_PARAMS}, got {config.std_param!r}")
+    preset(config.env).signs(config.joint_signs)  # "matched" needs a preset with joints to negate (Ant)
     if config.learning_starts >= config.steps:
         raise ValueError(f"learning_starts ({config.learning_starts}) must be below steps ({config.steps})")
 
@@ -212,7 +217,7 @@ def run(config: SACConfig) -> dict[str, Any]:
             lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd,
             max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale, hidden=config.hidden,
             target_entropy_scale=config.target_entropy_scale, std_param=config.std_param,
-            keep_replay=config.steps < FULL_STEPS)
+            joint_signs=config.joint_signs, keep_replay=config.steps < FULL_STEPS)
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),
@@ -245,6 +250,8 @@ def _settings(config: Mapping[str, Any]) -> str:
     value = {k: config.get(k, v) for k, v in LEGACY.items()}
     parts = [] if config.get("model") in MLP_KINDS else [f"bilinear {value['bilinear_scale']:g}",
                                                           f"{value['hidden']} hidden"]
+    if config.get("model") not in MLP_KINDS and value["joint_signs"] != "raw":
+        parts.append(f"{value['joint_signs']} joint signs")
     return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g} dim A", f"{value['std_param']} std"])
 
 

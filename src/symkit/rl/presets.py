@@ -21,7 +21,10 @@ Decisions where the tables do not add up or the simulator differs:
   simulator does not). The mirror is exact; the front/back swap (head and tail joints) is approximate.
 - **Ant.** ``Z4`` cycles the legs and keeps the torso's height, quaternion and velocities as scalars (Table A.10);
   relabelling the legs of the simulated ant also turns its body frame by 90 degrees and flips the sign convention
-  of two ankles, so the cycle is approximate (Table 3.2: only a reflection is exact).
+  of two ankles, so the cycle is approximate (Table 3.2: only a reflection is exact). The ankles of legs 2 and 3
+  bend the other way (range -70..-30 degrees against 30..70), so the raw cycle sends every valid ankle angle out of
+  its new joint's range; ``joint_signs="matched"`` (:meth:`LocomotionPreset.signs`) negates those two ankles'
+  angles, velocities and actions in the networks' features, and the cycle then maps ranges onto ranges.
 - **Humanoid.** The torso quaternion is turned into its rotation matrix (A.2.4), which Table A.10 types ``V ⊗ V``
   of ``SO(2)`` about z (``R -> g R g^T``); turning the world about z maps it to ``g R`` and leaves the body-frame
   angular velocity unchanged, so this ``SO(2)`` is a prior, not a symmetry of the observation (Table 3.2 lists it
@@ -139,6 +142,25 @@ class LocomotionPreset:
     action_order: tuple[int, ...] | None = None  # feature i is raw action entry action_order[i]
     quaternion: int | None = None  # where a (w, x, y, z) quaternion starts in the raw observation (to a matrix)
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: features (state layout, action layout) that ``joint_signs="matched"`` negates so the group maps each joint's
+    #: range onto its image's range; empty: the raw signs already agree (or the preset has no joints to match)
+    sign_flips: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+
+    def signs(self, joint_signs: str = "raw") -> tuple[np.ndarray, np.ndarray]:
+        """The +1/-1 factors of the state and action features (rep layout) under ``joint_signs``
+        (:data:`~symkit.rl.settings.JOINT_SIGNS`): all ones for ``"raw"``; ``"matched"`` negates
+        :attr:`sign_flips` and is refused for a preset without any."""
+        from symkit.rl.settings import JOINT_SIGNS
+
+        if joint_signs not in JOINT_SIGNS:
+            raise ValueError(f"joint_signs must be one of {JOINT_SIGNS}, got {joint_signs!r}")
+        state, action = np.ones(self.state_size), np.ones(self.action_size)
+        if joint_signs == "matched":
+            if not any(self.sign_flips):
+                raise ValueError(f"{self.name}: joint_signs='matched' needs joints to negate; only presets with "
+                                 "sign_flips have them (Ant)")
+            state[list(self.sign_flips[0])], action[list(self.sign_flips[1])] = -1.0, -1.0
+        return state, action
 
     @property
     def state_size(self) -> int:
@@ -238,7 +260,10 @@ def _build() -> dict[str, LocomotionPreset]:
             # hip_4, ankle_4, hip_1, ankle_1, hip_2, ankle_2, hip_3, ankle_3
             state_order=(0, 1, 2, 3, 4, 5, 7, 9, 11, 6, 8, 10, 12, *range(13, 19), 19, 21, 23, 25, 20, 22, 24, 26),
             action_order=(2, 4, 6, 0, 3, 5, 7, 1),
-            env_kwargs={"include_cfrc_ext_in_observation": False}),
+            env_kwargs={"include_cfrc_ext_in_observation": False},
+            # the ankles of legs 2 and 3 bend the other way (their ranges are -70..-30 degrees, legs 1 and 4
+            # 30..70): negated, the leg cycle maps every ankle's range onto the next one's (joint_signs="matched")
+            sign_flips=((10, 11, 24, 25), (5, 6))),
         LocomotionPreset(
             "Humanoid", "Humanoid-v5", so2,
             state_rep=Scalar + T(2)(so2) + 17 * Scalar + 2 * V(so2) + 17 * Scalar, action_rep=17 * Scalar,

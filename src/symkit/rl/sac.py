@@ -105,16 +105,22 @@ def critic_tau(p: LocomotionPreset, kind: str) -> float:
     return p.tau_rpp if rpp_critics and p.tau_rpp is not None else BASELINE_TAU
 
 
+def _sign_tensor(signs: np.ndarray | None) -> torch.Tensor | None:
+    """+1/-1 factors as a tensor; None when there are none or all are +1 (nothing to multiply)."""
+    return None if signs is None or (np.asarray(signs) == 1).all() else torch.as_tensor(signs, dtype=torch.float32)
+
+
 class PresetFeatures(BaseFeaturesExtractor):
     """Raw observations to the preset's state layout (Humanoid's quaternion to its rotation matrix, Walker2d's and
-    Ant's regrouping), as torch operations."""
+    Ant's regrouping; with ``joint_signs="matched"`` Ant's two reversed ankles negated), as torch operations."""
 
-    def __init__(self, observation_space: spaces.Box, preset_name: str) -> None:
+    def __init__(self, observation_space: spaces.Box, preset_name: str, joint_signs: str = "raw") -> None:
         p = preset(preset_name)
         super().__init__(observation_space, features_dim=p.state_size)
         self.quaternion = p.quaternion
         order = p.state_order if p.state_order is not None else range(p.state_size)
         self.register_buffer("order", torch.as_tensor(list(order), dtype=torch.long), persistent=False)
+        self.register_buffer("signs", _sign_tensor(p.signs(joint_signs)[0]), persistent=False)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         if self.quaternion is not None:
@@ -125,7 +131,8 @@ class PresetFeatures(BaseFeaturesExtractor):
                                2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
                                2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1)
             obs = torch.cat([obs[..., :i], rot, obs[..., i + 4:]], -1)
-        return obs.index_select(-1, self.order)
+        obs = obs.index_select(-1, self.order)
+        return obs if self.signs is None else obs * self.signs.to(obs)
 
 
 def _network(kind: str, p: LocomotionPreset, rep_in: Any, rep_out: Any, ch: int, num_layers: int,
@@ -138,34 +145,38 @@ def _network(kind: str, p: LocomotionPreset, rep_in: Any, rep_out: Any, ch: int,
 
 
 class _Select(nn.Module):
-    """Entries ``index`` of the last axis (one head of the actor's output, in the environment's action order)."""
+    """Entries ``index`` of the last axis (one head of the actor's output, in the environment's action order),
+    times ``signs`` (+1/-1 per selected entry; none: all +1)."""
 
-    def __init__(self, index: list[int]) -> None:
+    def __init__(self, index: list[int], signs: np.ndarray | None = None) -> None:
         super().__init__()
         self.register_buffer("index", torch.as_tensor(index, dtype=torch.long), persistent=False)
+        self.register_buffer("signs", _sign_tensor(signs), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.index_select(-1, self.index)
+        x = x.index_select(-1, self.index)
+        return x if self.signs is None else x * self.signs.to(x)
 
 
 class _QNet(nn.Module):
     """``Q([state, action in the environment's order])``: reorders the action into the rep's layout first."""
 
-    def __init__(self, net: nn.Module, state_size: int, action_order: list[int]) -> None:
+    def __init__(self, net: nn.Module, state_size: int, action_order: list[int],
+                 action_signs: np.ndarray | None = None) -> None:
         super().__init__()
         self.net, self.state_size = net, state_size
-        self.register_buffer("order", torch.as_tensor(action_order, dtype=torch.long), persistent=False)
+        self.action = _Select(action_order, action_signs)  # environment order -> rep layout
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         s = self.state_size
-        return self.net(torch.cat([z[..., :s], z[..., s:].index_select(-1, self.order)], -1))
+        return self.net(torch.cat([z[..., :s], self.action(z[..., s:])], -1))
 
 
 class SymmetricActor(Actor):
     """SAC's actor with one network ``state rep -> action rep + action scale rep`` (mean, log std)."""
 
     def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
-                 hidden: str, std_param: str, head_scale: float, **kwargs: Any) -> None:
+                 hidden: str, std_param: str, head_scale: float, joint_signs: str = "raw", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         p = preset(preset_name)
         da = p.action_size
@@ -174,7 +185,7 @@ class SymmetricActor(Actor):
         self.latent_pi = scale_last_layer(net, head_scale)
         order = list(p.action_order) if p.action_order is not None else list(range(da))
         inverse = list(np.argsort(order))  # rep layout -> environment order
-        self.mu = _Select(inverse)
+        self.mu = _Select(inverse, p.signs(joint_signs)[1][inverse])  # a std has no sign: log_std is not flipped
         self.log_std = _Select([da + i for i in inverse])
         if std_param == "softplus":  # no parameters: the state dict is the same either way
             self.log_std = nn.Sequential(self.log_std, _SoftplusLogStd())
@@ -184,7 +195,7 @@ class SymmetricCritic(ContinuousCritic):
     """SAC's ``n_critics`` Q-functions, each a network ``state rep + action rep -> Scalar``."""
 
     def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
-                 hidden: str, **kwargs: Any) -> None:
+                 hidden: str, joint_signs: str = "raw", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         p = preset(preset_name)
         order = list(p.action_order) if p.action_order is not None else list(range(p.action_size))
@@ -192,7 +203,7 @@ class SymmetricCritic(ContinuousCritic):
         for idx in range(self.n_critics):
             net = _network(network_kinds(kind)[1], p, p.state_rep + p.action_rep, Scalar, ch, num_layers,
                            bilinear_scale, hidden)
-            q = _QNet(net, p.state_size, order)
+            q = _QNet(net, p.state_size, order, p.signs(joint_signs)[1])
             self.add_module(f"qf{idx}", q)
             self.q_networks.append(q)
 
@@ -257,12 +268,15 @@ class SymmetricSACPolicy(SACPolicy):
     reps, ``"uniform"`` (:func:`~symkit.rl.transitions.hidden_rep`, what a saved policy without the setting was
     built with) or ``"rl-code"`` (:func:`~symkit.rl.transitions.rl_code_hidden_rep`, :func:`make_sac`'s);
     ``std_param``: the policy's standard deviation from the actor's second head, ``"exp"`` (stable-baselines3's, what
-    a saved policy without the setting was built with) or ``"softplus"`` (the RL code's, :func:`make_sac`'s)."""
+    a saved policy without the setting was built with) or ``"softplus"`` (the RL code's, :func:`make_sac`'s);
+    ``joint_signs``: :data:`~symkit.rl.settings.JOINT_SIGNS`, ``"raw"`` (the environment's, Table A.10's) or
+    ``"matched"`` (:meth:`~symkit.rl.presets.LocomotionPreset.signs`: Ant's reversed ankles negated in every
+    network's state and action features; an MLP is indifferent to it up to its initialisation's draw)."""
 
     def __init__(self, *args: Any, preset_name: str = "Hopper", kind: str = "rpp", ch: int = 256,
                  num_layers: int = 2, head_scale: float = 0.01, equivariant_wd: float = 0.0,
                  basic_wd: float = 1e-6, max_grad_norm: float = 0.5, bilinear_scale: float = 0.1,
-                 hidden: str = "uniform", std_param: str = "exp", **kwargs: Any) -> None:
+                 hidden: str = "uniform", std_param: str = "exp", joint_signs: str = "raw", **kwargs: Any) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if hidden not in HIDDEN:
@@ -270,12 +284,14 @@ class SymmetricSACPolicy(SACPolicy):
         if std_param not in STD_PARAMS:
             raise ValueError(f"std_param must be one of {STD_PARAMS}, got {std_param!r}")
         self.max_grad_norm = check_number("SymmetricSACPolicy: max_grad_norm (0: no clipping)", max_grad_norm)
+        preset(preset_name).signs(joint_signs)  # refuses an unknown value, or "matched" without joints to match
         self.symkit_kwargs = {"preset_name": preset(preset_name).name, "kind": kind, "ch": ch,
                               "num_layers": num_layers, "bilinear_scale": bilinear_scale, "hidden": hidden,
-                              "std_param": std_param}
+                              "std_param": std_param, "joint_signs": joint_signs}
         self.head_scale, self.equivariant_wd, self.basic_wd = head_scale, equivariant_wd, basic_wd
         kwargs.setdefault("features_extractor_class", PresetFeatures)
-        kwargs.setdefault("features_extractor_kwargs", {"preset_name": self.symkit_kwargs["preset_name"]})
+        kwargs.setdefault("features_extractor_kwargs", {"preset_name": self.symkit_kwargs["preset_name"],
+                                                        "joint_signs": joint_signs})
         super().__init__(*args, **kwargs)
 
     def _build(self, lr_schedule: Any) -> None:
@@ -328,15 +344,16 @@ def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int
              learning_starts: int = 10_000, batch_size: int = 256, buffer_size: int = 1_000_000, lr: float = 3e-4,
              tau: float | None = None, equivariant_wd: float = 0.0, basic_wd: float = 1e-6,
              max_grad_norm: float = 0.5, bilinear_scale: float = RL_BILINEAR_SCALE, hidden: str = "rl-code",
-             target_entropy_scale: float = RL_TARGET_ENTROPY_SCALE, std_param: str = "softplus") -> SAC:
+             target_entropy_scale: float = RL_TARGET_ENTROPY_SCALE, std_param: str = "softplus",
+             joint_signs: str = "raw") -> SAC:
     """An SB3 ``SAC`` with :class:`SymmetricSACPolicy` and the thesis's settings (module docstring); ``tau=None``
     takes Table A.9's (:func:`critic_tau`); the target entropy is ``-target_entropy_scale x`` the action
-    dimension."""
+    dimension; ``joint_signs`` as :class:`SymmetricSACPolicy` takes it."""
     scale = check_number("make_sac: target_entropy_scale", target_entropy_scale)
     policy_kwargs: dict[str, Any] = {"preset_name": p.name, "kind": kind, "ch": ch, "num_layers": num_layers,
                                      "equivariant_wd": equivariant_wd, "basic_wd": basic_wd,
                                      "max_grad_norm": max_grad_norm, "bilinear_scale": bilinear_scale,
-                                     "hidden": hidden, "std_param": std_param}
+                                     "hidden": hidden, "std_param": std_param, "joint_signs": joint_signs}
     if kind == "rpp":
         policy_kwargs["optimizer_kwargs"] = {"betas": RPP_BETAS}
     return SAC(SymmetricSACPolicy, env, learning_rate=lr, buffer_size=buffer_size, learning_starts=learning_starts,

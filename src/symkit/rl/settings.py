@@ -4,7 +4,7 @@ validates and reports its configs with them."""
 
 from __future__ import annotations
 
-__all__ = ["KINDS", "MLP_KINDS", "network_kinds", "HIDDEN", "STD_PARAMS", "RL_BILINEAR_SCALE",
+__all__ = ["KINDS", "MLP_KINDS", "network_kinds", "HIDDEN", "STD_PARAMS", "JOINT_SIGNS", "RL_BILINEAR_SCALE",
            "RL_TARGET_ENTROPY_SCALE"]
 
 #: the network families of actor and critics: ``relu-mlp`` is the RL code's baseline (jax-rl's ReLU networks),
@@ -28,6 +28,11 @@ HIDDEN = ("rl-code", "uniform")
 #: how the actor's second head becomes the policy's standard deviation: the RL code's (jax-rl's) ``softplus``,
 #: clipped to ``[e^-10, e^2]``, or stable-baselines3's ``exp`` of the head clamped to ``[-20, 2]``
 STD_PARAMS = ("softplus", "exp")
+
+#: the joints' sign conventions in the networks' features: ``raw`` as the environment gives them (Table A.10 and the
+#: RL code), ``matched``: the joints a preset names (:attr:`~symkit.rl.presets.LocomotionPreset.sign_flips`) negated,
+#: so that its group maps each joint's range onto the range of the joint it is sent to (Ant's ankles)
+JOINT_SIGNS = ("raw", "matched")
 #: the bilinear layers' output scale in the RL code's flax EMLP (``rpp/flax.py``; emlp's objax and pytorch layers use
 #: 0.1, symkit's default)
 RL_BILINEAR_SCALE = 0.03

@@ -338,11 +338,16 @@ def _returns_along_the_curve(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def _p_value(p: float, equals: str = "") -> str:
+    """A p-value to three decimals, ``"< 0.001"`` below that (not ``0.000``); ``equals`` goes before a value."""
+    return "< 0.001" if p < 0.001 else f"{equals}{p:.3f}"
+
+
 def _difference_cells(d: Any) -> str:
     """``"+455.6 ± 120.3 | 0.012"``: a difference, its standard error and the one-sided p-value; ``–`` for what one
     seed on a side leaves undefined."""
     error = f" ± {d.error:.1f}" if math.isfinite(d.error) else ""
-    p = f"{d.p_greater:.3f}" if math.isfinite(d.p_greater) else "–"
+    p = _p_value(d.p_greater) if math.isfinite(d.p_greater) else "–"
     return f"{d.mean:+.1f}{error} | {p}"
 
 
@@ -430,9 +435,9 @@ def comparisons(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             if min(len(ours), len(theirs)) < MIN_SEEDS:
                 outcome, verdict = "too few seeds", "too few seeds"
             elif late.p_greater < SIGNIFICANCE:
-                outcome, verdict = "ahead", f"ahead (p = {late.p_greater:.3f})"
+                outcome, verdict = "ahead", f"ahead (p {_p_value(late.p_greater, '= ')})"
             elif late.p_less < SIGNIFICANCE:
-                outcome, verdict = "behind", f"behind (p = {late.p_less:.3f})"
+                outcome, verdict = "behind", f"behind (p {_p_value(late.p_less, '= ')})"
             else:
                 outcome, verdict = "level", "level"
             out.append({"env": r["config"].get("env"), "steps": r["config"].get("steps"),

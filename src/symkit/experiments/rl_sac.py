@@ -248,10 +248,9 @@ def _settings(config: Mapping[str, Any]) -> str:
     bilinear scale and hidden reps of the equivariant networks (the MLPs have neither), the target entropy and the
     standard deviation's form."""
     value = {k: config.get(k, v) for k, v in LEGACY.items()}
+    signs = [] if value["joint_signs"] == "raw" else [f"{value['joint_signs']} joint signs"]
     parts = [] if config.get("model") in MLP_KINDS else [f"bilinear {value['bilinear_scale']:g}",
-                                                          f"{value['hidden']} hidden"]
-    if config.get("model") not in MLP_KINDS and value["joint_signs"] != "raw":
-        parts.append(f"{value['joint_signs']} joint signs")
+                                                          f"{value['hidden']} hidden", *signs]
     return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g} dim A", f"{value['std_param']} std"])
 
 

@@ -49,6 +49,7 @@ import numpy as np
 from symkit.groups import SO2eR3, Z
 from symkit.groups.base import Group
 from symkit.reps import PseudoScalar, Rep, Scalar, T, V
+from symkit.rl.settings import JOINT_SIGNS
 
 __all__ = ["LocomotionPreset", "PRESETS", "EXTRA_PRESETS", "preset", "require_gymnasium", "simulator_versions",
            "MujocoWarning", "mujoco_warnings", "quaternion_to_matrix"]
@@ -150,8 +151,6 @@ class LocomotionPreset:
         """The +1/-1 factors of the state and action features (rep layout) under ``joint_signs``
         (:data:`~symkit.rl.settings.JOINT_SIGNS`): all ones for ``"raw"``; ``"matched"`` negates
         :attr:`sign_flips` and is refused for a preset without any."""
-        from symkit.rl.settings import JOINT_SIGNS
-
         if joint_signs not in JOINT_SIGNS:
             raise ValueError(f"joint_signs must be one of {JOINT_SIGNS}, got {joint_signs!r}")
         state, action = np.ones(self.state_size), np.ones(self.action_size)

@@ -6,7 +6,8 @@ setting, against the RL code's ReLU baseline in the same run.
 
 Rows: ``relu-mlp`` (the baseline), ``mlp`` (swish), the RPP-EMLP with the uniform hidden reps and with the RL
 code's (``rl-code``: ``126 T0 + 55 V + 5 V⊗V`` for Hopper), and each RPP once more without the critic freeze (the
-critics' weight gradients computed during the actor's loss, as stable-baselines3 does on its own), and the RPP with
+critics' weight gradients computed during the actor's loss, as stable-baselines3 does on its own), for Ant the
+RPP with ``joint_signs="matched"`` and with the turned torso too (docs/rl.md, "Ant's joint signs"), the RPP with
 the RL code's reps compiled (``--compile``: :func:`symkit.rl.sac.compile_networks`), and the RPP in the policy only
 (``rpp-policy``: an RPP actor with ReLU MLP critics, Figure A.2). ``--kinds`` keeps the rows of those kinds (the
 baseline's always). Each row builds
@@ -32,18 +33,22 @@ import benchcommon as bc
 from symkit import runtime
 from symkit.allocator import keep_freed_memory
 
-#: (label, kind, hidden, critic freeze, compiled)
-ROWS = (("relu-mlp", "relu-mlp", "rl-code", True, False), ("mlp (swish)", "mlp", "rl-code", True, False),
-        ("rpp, uniform hidden", "rpp", "uniform", True, False),
-        ("rpp, uniform hidden, no freeze", "rpp", "uniform", False, False),
-        ("rpp, rl-code hidden", "rpp", "rl-code", True, False),
-        ("rpp, rl-code hidden, no freeze", "rpp", "rl-code", False, False),
-        ("rpp, rl-code hidden, compiled (--compile)", "rpp", "rl-code", True, True),
-        ("rpp-policy (RPP actor, ReLU MLP critics), rl-code hidden", "rpp-policy", "rl-code", True, False))
+#: (label, kind, hidden, critic freeze, compiled, the equivariant networks' prior: make_sac's joint_signs and torso)
+ROWS = (("relu-mlp", "relu-mlp", "rl-code", True, False, {}),
+        ("mlp (swish)", "mlp", "rl-code", True, False, {}),
+        ("rpp, uniform hidden", "rpp", "uniform", True, False, {}),
+        ("rpp, uniform hidden, no freeze", "rpp", "uniform", False, False, {}),
+        ("rpp, rl-code hidden", "rpp", "rl-code", True, False, {}),
+        ("rpp, rl-code hidden, no freeze", "rpp", "rl-code", False, False, {}),
+        ("rpp, rl-code hidden, matched joint signs", "rpp", "rl-code", True, False, {"joint_signs": "matched"}),
+        ("rpp, rl-code hidden, matched joint signs, turned torso", "rpp", "rl-code", True, False,
+         {"joint_signs": "matched", "torso": "turned"}),
+        ("rpp, rl-code hidden, compiled (--compile)", "rpp", "rl-code", True, True, {}),
+        ("rpp-policy (RPP actor, ReLU MLP critics), rl-code hidden", "rpp-policy", "rl-code", True, False, {}))
 
 
-def seconds_per_update(env: str, kind: str, hidden: str, freeze: bool, updates: int,
-                       repeats: int) -> tuple[list[float], Any]:
+def seconds_per_update(env: str, kind: str, hidden: str, freeze: bool, updates: int, repeats: int,
+                       prior: dict[str, str] | None = None) -> tuple[list[float], Any]:
     """Seconds per update of ``repeats`` timed calls of ``updates`` SAC updates each (after 100 untimed ones, which
     include the compiling of a compiled row), and the model."""
     from symkit.rl import PRESETS
@@ -51,7 +56,8 @@ def seconds_per_update(env: str, kind: str, hidden: str, freeze: bool, updates: 
 
     p = PRESETS[env]
     torch.manual_seed(0)
-    model = make_sac(p, kind, p.make_env(), learning_starts=300, buffer_size=5000, hidden=hidden, seed=0)
+    model = make_sac(p, kind, p.make_env(), learning_starts=300, buffer_size=5000, hidden=hidden, seed=0,
+                     **(prior or {}))
     compile_networks(model)  # a no-op unless the current run settings ask for it
     if not freeze:
         for handle in model.policy.critic_frozen_hooks:
@@ -110,17 +116,21 @@ def main() -> None:
     print("| model | s per update (min) | median | ratio to relu-mlp |")
     print("|---|---|---|---|")
     baseline, predicts = None, []
+    from symkit.rl import PRESETS
     from symkit.rl.settings import KINDS
 
     kinds = {k for k in args.kinds.split(",") if k} or set(KINDS)
     if kinds - set(KINDS):
         parser.error(f"--kinds: unknown {sorted(kinds - set(KINDS))}; the kinds are {', '.join(KINDS)}")
-    for label, kind, hidden, freeze, compiled in ROWS:
+    p = PRESETS[args.env]
+    for label, kind, hidden, freeze, compiled, prior in ROWS:
         if kind not in kinds | {"relu-mlp"}:  # the baseline's row always: the ratios are to it
+            continue
+        if prior and not (any(p.sign_flips) and p.turned_torso):  # only Ant has the signs and the turned torso
             continue
         settings = runtime.RunSettings(device=str(device), compile=compiled)
         with runtime.using(settings.check() if compiled else settings):
-            times, model = seconds_per_update(args.env, kind, hidden, freeze, args.updates, args.repeats)
+            times, model = seconds_per_update(args.env, kind, hidden, freeze, args.updates, args.repeats, prior)
             median = statistics.median(times)
             baseline = baseline or median
             print(f"| {label} | {min(times):.4f} | {median:.4f} | {median / baseline:.2f}x |", flush=True)

@@ -77,6 +77,13 @@ def test_the_config_checks():
     with pytest.raises(ValueError, match="only presets with sign_flips"):  # Hopper has no reversed joints
         exp.check_config(exp.make_config(quick=True, env="Hopper", joint_signs="matched"))
     exp.check_config(exp.make_config(quick=True, env="Ant", joint_signs="matched"))
+    with pytest.raises(ValueError, match="torso must be one of"):
+        exp.check_config(exp.make_config(quick=True, env="Ant", joint_signs="matched", torso="rotated"))
+    with pytest.raises(ValueError, match="needs joint_signs='matched'"):
+        exp.check_config(exp.make_config(quick=True, env="Ant", torso="turned"))
+    with pytest.raises(ValueError, match="only Ant has one"):
+        exp.check_config(exp.make_config(quick=True, env="Walker2d", torso="turned"))
+    exp.check_config(exp.make_config(quick=True, env="Ant", joint_signs="matched", torso="turned"))
 
 
 def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error():
@@ -159,7 +166,7 @@ def test_runs_stored_before_the_new_settings_keep_their_identity_and_checkpoints
     monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
     exp = get_experiment("rl-sac")
     legacy = {"bilinear_scale": [0.1], "hidden": ["uniform"], "target_entropy_scale": [1.0], "std_param": ["exp"],
-              "joint_signs": ["raw"]}
+              "joint_signs": ["raw"], "torso": ["scalars"]}
     (spec,) = plan(exp, quick=True, seeds=[0], settings={"env": ["Hopper"], "model": ["rpp"], **legacy})
     stored = {k: v for k, v in dataclasses.asdict(exp.make_config(quick=True, env="Hopper", model="rpp")).items()
               if k not in legacy}  # a config as stored before the three settings existed
@@ -167,6 +174,7 @@ def test_runs_stored_before_the_new_settings_keep_their_identity_and_checkpoints
     (new,) = plan(exp, quick=True, seeds=[0], settings={"env": ["Hopper"], "model": ["rpp"]})
     assert new.config_hash != spec.config_hash and new.config["hidden"] == "rl-code"
     assert "joint_signs" not in new.config  # "raw", the signs of every run stored before the setting: same hash
+    assert "torso" not in new.config  # "scalars", likewise
     old_folder = checkpoint_dir(exp.make_config(quick=True, env="Hopper", model="rpp", bilinear_scale=0.1,
                                                 hidden="uniform", target_entropy_scale=1.0, std_param="exp"))
     digest = hashlib.sha1(json.dumps(stored, sort_keys=True).encode()).hexdigest()[:10]  # the folder's name then
@@ -323,10 +331,11 @@ def test_rpp_in_the_policy_only_is_a_model_compared_with_the_mlps_of_its_setting
     assert got["settings"].startswith("bilinear 0.03, rl-code hidden") and got["verdict"].startswith("ahead")
 
 
-def test_matched_joint_signs_are_an_equivariant_setting_compared_with_the_same_mlps():
-    """``joint_signs`` changes only what the equivariant networks' prior says (an MLP is indifferent to negated
-    inputs and outputs up to its initialisation's draw): the ReLU MLP rows are the baseline of both values, the RPP
-    rows are separate and named by their signs, and the environment is counted once."""
+def test_joint_signs_and_torso_are_equivariant_settings_compared_with_the_same_mlps():
+    """``joint_signs`` and ``torso`` change only what the equivariant networks' prior says (an MLP is indifferent to
+    negated inputs and outputs up to its initialisation's draw, and takes Table A.10's torso whatever ``torso``
+    says): the ReLU MLP rows are the baseline of every value, the RPP rows are separate and named by their
+    settings, and the environment is counted once."""
     from symkit.experiments.rl_sac import comparisons, summarize
 
     rl = {"env": "Ant", "steps": 100, "target_entropy_scale": 0.5, "std_param": "softplus"}
@@ -337,11 +346,14 @@ def test_matched_joint_signs_are_an_equivariant_setting_compared_with_the_same_m
         return {"config": {"model": model, **rl, **settings}, "n": len(finals), "mean": {}, "by_seed": by_seed}
 
     rows = [row("relu-mlp", [800, 900, 850]), row("rpp", [100, 90, 60], **net),
-            row("rpp", [1200, 1300, 1250], **net, joint_signs="matched")]
-    raw, matched = comparisons(rows)
-    assert (raw["against"], matched["against"]) == ("relu-mlp", "relu-mlp")
+            row("rpp", [1200, 1300, 1250], **net, joint_signs="matched"),
+            row("rpp", [700, 1000, 850], **net, joint_signs="matched", torso="turned")]
+    raw, matched, turned = comparisons(rows)
+    assert (raw["against"], matched["against"], turned["against"]) == ("relu-mlp",) * 3
     assert raw["settings"] == "bilinear 0.03, rl-code hidden, entropy -0.5 dim A, softplus std"
     assert matched["settings"] == "bilinear 0.03, rl-code hidden, matched joint signs, entropy -0.5 dim A, softplus std"
+    assert turned["settings"] == ("bilinear 0.03, rl-code hidden, matched joint signs, turned torso, entropy -0.5 "
+                                  "dim A, softplus std") and turned["outcome"] == "level"
     assert (raw["outcome"], matched["outcome"]) == ("behind", "ahead")
     assert raw["late"].p_less < 0.001 and raw["verdict"] == "behind (p < 0.001)"  # not "p = 0.000"
     assert _line(summarize(rows), "Ahead") == ("Ahead by the rule on 1 of the 1 environments compared: "

@@ -11,6 +11,8 @@ import pytest
 pytest.importorskip("gymnasium")
 pytest.importorskip("mujoco")
 
+from rl_ant_legs import ant_relabelling  # noqa: E402
+
 from symkit.reps import PseudoScalar, Scalar, V  # noqa: E402
 from symkit.rl import EXTRA_PRESETS, PRESETS, preset, quaternion_to_matrix  # noqa: E402
 from symkit.rl.presets import Z2_FRONT_BACK, Z2_LEFT_RIGHT, MujocoWarning, mujoco_warnings  # noqa: E402
@@ -189,6 +191,64 @@ def test_ants_leg_cycle_keeps_the_ankles_in_range_only_with_matched_signs(envs):
         PRESETS["Hopper"].signs("matched")
     with pytest.raises(ValueError, match="joint_signs must be one of"):
         p.signs("flipped")
+
+
+def test_relabelling_ants_legs_is_an_exact_symmetry_which_the_turned_torso_features_see(envs):
+    """Relabelled (leg k as leg k+1, derived from the model), a step from the relabelled state with the relabelled
+    action lands on the relabelled next state with the same reward, to rounding: an exact symmetry of the simulator
+    (Table 3.2 lists only a reflection as exact). With ``torso="turned"`` and ``joint_signs="matched"`` the networks'
+    features of the relabelled state are one group element applied to the features of the state, for every visited
+    state and for the actions; with Table A.10's scalar torso they miss it (the orientation's entries)."""
+    p, env = PRESETS["Ant"], envs["Ant"]
+    relabel, relabel_action = ant_relabelling(env)
+    turned = p.with_torso("turned", "matched")
+    s_action = turned.signs("matched")[1]
+    rng = np.random.default_rng(0)
+    (g,) = p.group.discrete_generators
+    elements = [np.linalg.matrix_power(turned.state_rep.rho(g), k) for k in range(4)]
+    action_elements = [np.linalg.matrix_power(turned.action_rep.rho(g), k) for k in range(4)]
+    scalar_misses, used = [], set()
+    for qpos, qvel in _visited_states(env, 8, seed=3):
+        a = rng.uniform(-1, 1, 8)
+        gq, gv = relabel(qpos, qvel)
+        env.unwrapped.set_state(qpos, qvel)
+        _, reward, *_ = env.step(a)
+        after = relabel(env.unwrapped.data.qpos.copy(), env.unwrapped.data.qvel.copy())
+        env.unwrapped.set_state(gq, gv)
+        _, g_reward, *_ = env.step(relabel_action(a))
+        g_after = env.unwrapped.data.qpos.copy(), env.unwrapped.data.qvel.copy()
+        quaternion_sign = np.sign(np.dot(after[0][3:7], g_after[0][3:7]))  # q and -q are one orientation
+        np.testing.assert_allclose(g_after[0][7:], after[0][7:], atol=1e-9)
+        np.testing.assert_allclose(g_after[0][3:7], quaternion_sign * after[0][3:7], atol=1e-9)
+        np.testing.assert_allclose(g_after[1], after[1], atol=1e-9)
+        assert g_reward == pytest.approx(reward, abs=1e-9)
+
+        def features(q, v, preset=turned):
+            return preset.signs("matched")[0] * preset.features(np.concatenate([q[2:], v]))
+
+        f, gf = features(qpos, qvel), features(gq, gv)
+        k = int(np.argmin([np.abs(rho @ f - gf).max() for rho in elements]))
+        np.testing.assert_allclose(gf, elements[k] @ f, atol=1e-9)
+        np.testing.assert_allclose(s_action * turned.action_features(relabel_action(a)),
+                                   action_elements[k] @ (s_action * turned.action_features(a)), atol=1e-12)
+        used.add(k)
+        f, gf = (features(q, v, preset=p) for q, v in ((qpos, qvel), (gq, gv)))
+        scalar_misses.append(min(np.abs(np.linalg.matrix_power(p.state_rep.rho(g), j) @ f - gf).max()
+                                 for j in range(4)))
+    assert len(used) == 1 and used != {0}  # the same non-trivial element every time
+    assert min(scalar_misses) > 0.05
+    assert turned.state_size == 40 and turned.exact_subgroup == p.group
+
+
+def test_the_turned_torso_needs_matched_signs_and_a_preset_that_has_one():
+    ant = PRESETS["Ant"]
+    assert ant.with_torso() is ant and ant.with_torso("scalars", "raw") is ant
+    with pytest.raises(ValueError, match="needs joint_signs='matched'"):
+        ant.with_torso("turned", "raw")
+    with pytest.raises(ValueError, match="only Ant has one"):
+        PRESETS["Hopper"].with_torso("turned", "matched")
+    with pytest.raises(ValueError, match="torso must be one of"):
+        ant.with_torso("rotated", "matched")
 
 
 def test_the_inverted_pendulums_mirror_is_almost_exact(envs):

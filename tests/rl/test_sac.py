@@ -11,6 +11,7 @@ import torch
 
 pytest.importorskip("stable_baselines3")
 
+from rl_ant_legs import ant_relabelling  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
 from symkit.nn import EquivariantLinear  # noqa: E402
@@ -69,6 +70,61 @@ def test_the_emlp_actor_and_critics_are_equivariant_in_the_environments_order(na
                 np.testing.assert_allclose(q1.numpy(), q2.numpy(), rtol=1e-4, atol=1e-5)
             assert not torch.allclose(q[0], q[0].mean())  # the critic depends on its input
     env.close()
+
+
+def test_with_the_turned_torso_the_emlp_policy_and_critics_are_invariant_to_relabelling_ants_legs():
+    """``torso="turned"`` with ``joint_signs="matched"``: the observation of the relabelled simulator state
+    (rl_ant_legs, read off the MuJoCo model) gives the relabelled action mean, the same standard deviations up to
+    the relabelling, and the same Q-values for the relabelled action, to float32 rounding."""
+    p, model = _sac("Ant", "emlp", joint_signs="matched", torso="turned")
+    policy = model.policy
+    assert policy.actor.features_extractor.features_dim == 40
+    env = p.make_env()
+    relabel, relabel_action = ant_relabelling(env)
+    env.reset(seed=0)
+    obs, g_obs = [], []
+    for _ in range(6):
+        for _ in range(5):
+            env.step(env.action_space.sample())
+        qpos, qvel = env.unwrapped.data.qpos.copy(), env.unwrapped.data.qvel.copy()
+        obs.append(env.unwrapped._get_obs())
+        env.unwrapped.set_state(*relabel(qpos, qvel))
+        g_obs.append(env.unwrapped._get_obs())
+        env.unwrapped.set_state(qpos, qvel)
+    env.close()
+    obs, g_obs = (torch.as_tensor(np.stack(o), dtype=torch.float32) for o in (obs, g_obs))
+    a = np.random.default_rng(0).uniform(-1, 1, (6, 8))
+    g_a = np.stack([relabel_action(x) for x in a])
+    with torch.no_grad():
+        mean, log_std, _ = policy.actor.get_action_dist_params(obs)
+        g_mean, g_log_std, _ = policy.actor.get_action_dist_params(g_obs)
+        np.testing.assert_allclose(g_mean.numpy(), np.stack([relabel_action(x) for x in mean.numpy()]), atol=1e-5)
+        std = np.abs(np.stack([relabel_action(x) for x in np.exp(log_std.numpy())]))  # a std has no sign
+        np.testing.assert_allclose(g_log_std.numpy(), np.log(std), atol=1e-5)
+        q = policy.critic(obs, torch.as_tensor(a, dtype=torch.float32))
+        gq = policy.critic(g_obs, torch.as_tensor(g_a, dtype=torch.float32))
+        for q1, q2 in zip(q, gq):
+            np.testing.assert_allclose(q1.numpy(), q2.numpy(), rtol=1e-4, atol=1e-5)
+        assert not torch.allclose(q[0], q[0].mean())
+
+
+def test_the_turned_torso_is_the_equivariant_networks_prior_an_mlp_sees_the_table_layout():
+    """An MLP's actor and critics take Table A.10's 27 features whatever ``torso`` says (its runs are the baseline of
+    both values); ``rpp-policy``'s RPP actor takes the turned torso's 40, its ReLU MLP critics the 27; "turned"
+    without matched signs, or on a preset without the layout, is refused when the policy is built."""
+    _, mlp = _sac("Ant", "relu-mlp", joint_signs="matched", torso="turned")
+    _, table = _sac("Ant", "relu-mlp", joint_signs="matched")
+    assert {k: v.shape for k, v in mlp.policy.state_dict().items()} == \
+        {k: v.shape for k, v in table.policy.state_dict().items()}
+    assert mlp.policy.actor.features_extractor.features_dim == 27
+    _, mixed = _sac("Ant", "rpp-policy", joint_signs="matched", torso="turned")
+    assert mixed.policy.actor.features_extractor.features_dim == 40
+    assert mixed.policy.critic.features_extractor.features_dim == 27
+    assert mixed.policy.critic_target.features_extractor.features_dim == 27
+    with pytest.raises(ValueError, match="needs joint_signs='matched'"):
+        _sac("Ant", "rpp", torso="turned")
+    with pytest.raises(ValueError, match="only Ant has one"):
+        _sac("Hopper", "rpp", torso="turned")
 
 
 def test_the_rpp_optimisers_speeds_and_small_first_policies():

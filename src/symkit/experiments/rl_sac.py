@@ -69,16 +69,17 @@ FULL_STEPS = 1_000_000
 BUDGET_FIELDS = ("steps", "checkpoint_every")
 #: settings added after runs were stored, with the value those runs had (:attr:`Experiment.legacy`): emlp's bilinear
 #: scale, symkit's uniform hidden reps, stable-baselines3's target entropy ``-|A|`` and ``exp`` standard deviation,
-#: and the environment's joint signs (``raw``, also the default: runs of it keep their identity and folders)
+#: the environment's joint signs (``raw``, also the default: runs of it keep their identity and folders) and Table
+#: A.10's scalar torso (also the default)
 LEGACY = {"bilinear_scale": 0.1, "hidden": "uniform", "target_entropy_scale": 1.0, "std_param": "exp",
-          "joint_signs": "raw"}
+          "joint_signs": "raw", "torso": "scalars"}
 #: the report's verdict (:func:`comparisons`): an equivariant model is ahead of (behind) the MLP run with the same
 #: settings when its late return is higher (lower) with Welch's one-sided p-value below ``SIGNIFICANCE``, with at
 #: least ``MIN_SEEDS`` seeds on each side; otherwise level
 SIGNIFICANCE = 0.05
 MIN_SEEDS = 3
 #: settings of the equivariant networks alone: an MLP run is the baseline of every value of them
-NETWORK_FIELDS = ("bilinear_scale", "hidden", "joint_signs")
+NETWORK_FIELDS = ("bilinear_scale", "hidden", "joint_signs", "torso")
 
 
 @dataclass
@@ -105,6 +106,8 @@ class SACConfig:
     std_param: str = "softplus"  # the policy's std from its head: "softplus" (the RL code's) or "exp" (SB3's)
     joint_signs: str = "raw"  # "matched": Ant's reversed ankles negated in the features (the legs' cycle then maps
     # joint ranges onto joint ranges); an equivariant networks' setting, the MLPs are indifferent to it
+    torso: str = "scalars"  # "turned": Ant's torso orientation and angular velocity turn with the leg cycle (with
+    # joint_signs=matched an exact symmetry); the equivariant networks' alone, an MLP sees Table A.10's layout
     eval_every: Count = 10_000
     eval_episodes: Count = 10
     checkpoint_every: Count = 50_000
@@ -120,6 +123,7 @@ def _validate(config: SACConfig) -> None:
     if config.std_param not in STD_PARAMS:
         raise ValueError(f"std_param must be one of {STD_PARAMS}, got {config.std_param!r}")
     preset(config.env).signs(config.joint_signs)  # "matched" needs a preset with joints to negate (Ant)
+    preset(config.env).with_torso(config.torso, config.joint_signs)  # "turned": Ant, with matched joint signs
     if config.learning_starts >= config.steps:
         raise ValueError(f"learning_starts ({config.learning_starts}) must be below steps ({config.steps})")
 
@@ -217,7 +221,7 @@ def run(config: SACConfig) -> dict[str, Any]:
             lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd,
             max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale, hidden=config.hidden,
             target_entropy_scale=config.target_entropy_scale, std_param=config.std_param,
-            joint_signs=config.joint_signs, keep_replay=config.steps < FULL_STEPS)
+            joint_signs=config.joint_signs, torso=config.torso, keep_replay=config.steps < FULL_STEPS)
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),
@@ -249,8 +253,9 @@ def _settings(config: Mapping[str, Any]) -> str:
     standard deviation's form."""
     value = {k: config.get(k, v) for k, v in LEGACY.items()}
     signs = [] if value["joint_signs"] == "raw" else [f"{value['joint_signs']} joint signs"]
+    torso = [] if value["torso"] == "scalars" else [f"{value['torso']} torso"]
     parts = [] if config.get("model") in MLP_KINDS else [f"bilinear {value['bilinear_scale']:g}",
-                                                          f"{value['hidden']} hidden", *signs]
+                                                          f"{value['hidden']} hidden", *signs, *torso]
     return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g} dim A", f"{value['std_param']} std"])
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -49,7 +49,7 @@ import numpy as np
 from symkit.groups import SO2eR3, Z
 from symkit.groups.base import Group
 from symkit.reps import PseudoScalar, Rep, Scalar, T, V
-from symkit.rl.settings import JOINT_SIGNS
+from symkit.rl.settings import JOINT_SIGNS, TORSO
 
 __all__ = ["LocomotionPreset", "PRESETS", "EXTRA_PRESETS", "preset", "require_gymnasium", "simulator_versions",
            "MujocoWarning", "mujoco_warnings", "quaternion_to_matrix"]
@@ -146,6 +146,27 @@ class LocomotionPreset:
     #: features (state layout, action layout) that ``joint_signs="matched"`` negates so the group maps each joint's
     #: range onto its image's range; empty: the raw signs already agree (or the preset has no joints to match)
     sign_flips: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+    #: +1/-1 per state feature, applied after ``state_order`` (a turned torso's copies of its 2-vectors); None: +1
+    state_factors: tuple[float, ...] | None = None
+    #: the fields that lay the torso out in the group's frame (``torso="turned"``, :meth:`with_torso`); empty: the
+    #: preset has no such layout
+    turned_torso: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_torso(self, torso: str = "scalars", joint_signs: str = "raw") -> LocomotionPreset:
+        """The preset as the equivariant networks see it under ``torso`` (:data:`~symkit.rl.settings.TORSO`): itself
+        for ``"scalars"`` (Table A.10); for ``"turned"`` the layout of :attr:`turned_torso`, which makes the group
+        an exact symmetry of the simulator together with ``joint_signs="matched"`` (required; Ant only)."""
+        if torso not in TORSO:
+            raise ValueError(f"torso must be one of {TORSO}, got {torso!r}")
+        if torso == "scalars":
+            return self
+        if not self.turned_torso:
+            raise ValueError(f"{self.name}: torso='turned' needs a layout that turns the torso with the group; only "
+                             "Ant has one")
+        if joint_signs != "matched":
+            raise ValueError(f"{self.name}: torso='turned' needs joint_signs='matched' (the relabelled legs are an "
+                             f"exact symmetry only with the reversed ankles negated), got joint_signs={joint_signs!r}")
+        return replace(self, **self.turned_torso, turned_torso={})
 
     def signs(self, joint_signs: str = "raw") -> tuple[np.ndarray, np.ndarray]:
         """The +1/-1 factors of the state and action features (rep layout) under ``joint_signs``
@@ -177,7 +198,8 @@ class LocomotionPreset:
         if self.quaternion is not None:
             i = self.quaternion
             obs = np.concatenate([obs[..., :i], quaternion_to_matrix(obs[..., i:i + 4]), obs[..., i + 4:]], -1)
-        return obs if self.state_order is None else obs[..., list(self.state_order)]
+        obs = obs if self.state_order is None else obs[..., list(self.state_order)]
+        return obs if self.state_factors is None else obs * np.asarray(self.state_factors)
 
     def raw_observation(self, state: np.ndarray) -> np.ndarray:
         """The inverse of :meth:`features` (presets without a quaternion conversion only)."""
@@ -217,6 +239,29 @@ class LocomotionPreset:
 def _pairs(first: int, n: int) -> list[int]:
     """Indices that interleave a right block [first, first + n) with the left block after it: r0 l0 r1 l1 ..."""
     return [i for k in range(n) for i in (first + k, first + n + k)]
+
+
+def _ant_turned_torso(z4: Group) -> dict[str, Any]:
+    """Ant's torso in the leg cycle's frame (``torso="turned"``). Relabelling leg k as leg k+1 describes the same
+    ant with its body frame turned by -90 degrees about z: the quaternion ``q -> q r``, so each row ``(a, b)`` of the
+    rotation matrix's first two columns and the body-frame angular velocity's ``(x, y)`` turn by +90 degrees,
+    ``(a, b) -> (-b, a)``, which the cycle of ``(a, b, -a, -b)`` in ``V`` is. The world-frame linear velocity, the
+    height, the matrix's third column (the body's z axis) and the angular velocity about z do not move. The
+    converted observation (32: z, R row-major, 8 joints, linear and angular velocity, 8 joint velocities) becomes
+    8 scalars and 8 copies of ``V``: R's three rows, hips, ankles, the angular velocity, hips' and ankles'
+    velocities."""
+    def turning(first: int) -> tuple[list[int], list[float]]:
+        return [first, first + 1, first, first + 1], [1.0, 1.0, -1.0, -1.0]
+
+    scalars = [0, 3, 6, 9, 18, 19, 20, 23]
+    blocks = [turning(1), turning(4), turning(7), ([10, 12, 14, 16], [1.0] * 4), ([11, 13, 15, 17], [1.0] * 4),
+              turning(21), ([24, 26, 28, 30], [1.0] * 4), ([25, 27, 29, 31], [1.0] * 4)]
+    order = scalars + [i for index, _ in blocks for i in index]
+    factors = [1.0] * len(scalars) + [f for _, sign in blocks for f in sign]
+    return {"state_rep": len(scalars) * Scalar + len(blocks) * V(z4), "state_order": tuple(order),
+            "state_factors": tuple(factors), "quaternion": 1, "sign_flips": ((25, 26, 37, 38), (5, 6)),
+            "exact": "Z4 (legs relabelled; torso='turned', joint_signs='matched')", "exact_subgroup": z4,
+            "table_a10": "not Table A.10's: R^8 + V^8 | V^2 | Z4 (torso turned)"}
 
 
 def _build() -> dict[str, LocomotionPreset]:
@@ -262,7 +307,8 @@ def _build() -> dict[str, LocomotionPreset]:
             env_kwargs={"include_cfrc_ext_in_observation": False},
             # the ankles of legs 2 and 3 bend the other way (their ranges are -70..-30 degrees, legs 1 and 4
             # 30..70): negated, the leg cycle maps every ankle's range onto the next one's (joint_signs="matched")
-            sign_flips=((10, 11, 24, 25), (5, 6))),
+            sign_flips=((10, 11, 24, 25), (5, 6)),
+            turned_torso=_ant_turned_torso(z4)),
         LocomotionPreset(
             "Humanoid", "Humanoid-v5", so2,
             state_rep=Scalar + T(2)(so2) + 17 * Scalar + 2 * V(so2) + 17 * Scalar, action_rep=17 * Scalar,

@@ -112,15 +112,19 @@ def _sign_tensor(signs: np.ndarray | None) -> torch.Tensor | None:
 
 class PresetFeatures(BaseFeaturesExtractor):
     """Raw observations to the preset's state layout (Humanoid's quaternion to its rotation matrix, Walker2d's and
-    Ant's regrouping; with ``joint_signs="matched"`` Ant's two reversed ankles negated), as torch operations."""
+    Ant's regrouping; with ``joint_signs="matched"`` Ant's two reversed ankles negated; with ``torso="turned"``
+    Ant's torso in the leg cycle's frame, :meth:`~symkit.rl.presets.LocomotionPreset.with_torso`), as torch
+    operations."""
 
-    def __init__(self, observation_space: spaces.Box, preset_name: str, joint_signs: str = "raw") -> None:
-        p = preset(preset_name)
+    def __init__(self, observation_space: spaces.Box, preset_name: str, joint_signs: str = "raw",
+                 torso: str = "scalars") -> None:
+        p = preset(preset_name).with_torso(torso, joint_signs)
         super().__init__(observation_space, features_dim=p.state_size)
         self.quaternion = p.quaternion
         order = p.state_order if p.state_order is not None else range(p.state_size)
         self.register_buffer("order", torch.as_tensor(list(order), dtype=torch.long), persistent=False)
-        self.register_buffer("signs", _sign_tensor(p.signs(joint_signs)[0]), persistent=False)
+        factors = p.signs(joint_signs)[0] * (1.0 if p.state_factors is None else np.asarray(p.state_factors))
+        self.register_buffer("signs", _sign_tensor(factors), persistent=False)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         if self.quaternion is not None:
@@ -133,6 +137,12 @@ class PresetFeatures(BaseFeaturesExtractor):
             obs = torch.cat([obs[..., :i], rot, obs[..., i + 4:]], -1)
         obs = obs.index_select(-1, self.order)
         return obs if self.signs is None else obs * self.signs.to(obs)
+
+
+def _seen_by(net_kind: str, preset_name: str, joint_signs: str, torso: str) -> LocomotionPreset:
+    """The preset as a network of ``net_kind`` sees it: the turned torso is a prior of the equivariant networks, an
+    MLP takes Table A.10's layout whatever ``torso`` says (so its runs are the baseline of both values)."""
+    return preset(preset_name).with_torso("scalars" if net_kind in MLP_KINDS else torso, joint_signs)
 
 
 def _network(kind: str, p: LocomotionPreset, rep_in: Any, rep_out: Any, ch: int, num_layers: int,
@@ -176,9 +186,10 @@ class SymmetricActor(Actor):
     """SAC's actor with one network ``state rep -> action rep + action scale rep`` (mean, log std)."""
 
     def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
-                 hidden: str, std_param: str, head_scale: float, joint_signs: str = "raw", **kwargs: Any) -> None:
+                 hidden: str, std_param: str, head_scale: float, joint_signs: str = "raw", torso: str = "scalars",
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        p = preset(preset_name)
+        p = _seen_by(network_kinds(kind)[0], preset_name, joint_signs, torso)
         da = p.action_size
         net = _network(network_kinds(kind)[0], p, p.state_rep, p.action_rep + p.action_scale_rep, ch, num_layers,
                        bilinear_scale, hidden)
@@ -195,9 +206,9 @@ class SymmetricCritic(ContinuousCritic):
     """SAC's ``n_critics`` Q-functions, each a network ``state rep + action rep -> Scalar``."""
 
     def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
-                 hidden: str, joint_signs: str = "raw", **kwargs: Any) -> None:
+                 hidden: str, joint_signs: str = "raw", torso: str = "scalars", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        p = preset(preset_name)
+        p = _seen_by(network_kinds(kind)[1], preset_name, joint_signs, torso)
         order = list(p.action_order) if p.action_order is not None else list(range(p.action_size))
         self.q_networks = []
         for idx in range(self.n_critics):
@@ -271,12 +282,16 @@ class SymmetricSACPolicy(SACPolicy):
     a saved policy without the setting was built with) or ``"softplus"`` (the RL code's, :func:`make_sac`'s);
     ``joint_signs``: :data:`~symkit.rl.settings.JOINT_SIGNS`, ``"raw"`` (the environment's, Table A.10's) or
     ``"matched"`` (:meth:`~symkit.rl.presets.LocomotionPreset.signs`: Ant's reversed ankles negated in every
-    network's state and action features; an MLP is indifferent to it up to its initialisation's draw)."""
+    network's state and action features; an MLP is indifferent to it up to its initialisation's draw);
+    ``torso``: :data:`~symkit.rl.settings.TORSO`, ``"scalars"`` (Table A.10's) or ``"turned"``
+    (:meth:`~symkit.rl.presets.LocomotionPreset.with_torso`: Ant's torso orientation and angular velocity in the
+    leg cycle's frame, with ``joint_signs="matched"`` an exact symmetry)."""
 
     def __init__(self, *args: Any, preset_name: str = "Hopper", kind: str = "rpp", ch: int = 256,
                  num_layers: int = 2, head_scale: float = 0.01, equivariant_wd: float = 0.0,
                  basic_wd: float = 1e-6, max_grad_norm: float = 0.5, bilinear_scale: float = 0.1,
-                 hidden: str = "uniform", std_param: str = "exp", joint_signs: str = "raw", **kwargs: Any) -> None:
+                 hidden: str = "uniform", std_param: str = "exp", joint_signs: str = "raw", torso: str = "scalars",
+                 **kwargs: Any) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if hidden not in HIDDEN:
@@ -285,13 +300,14 @@ class SymmetricSACPolicy(SACPolicy):
             raise ValueError(f"std_param must be one of {STD_PARAMS}, got {std_param!r}")
         self.max_grad_norm = check_number("SymmetricSACPolicy: max_grad_norm (0: no clipping)", max_grad_norm)
         preset(preset_name).signs(joint_signs)  # refuses an unknown value, or "matched" without joints to match
+        preset(preset_name).with_torso(torso, joint_signs)  # "turned": Ant's, with matched signs
         self.symkit_kwargs = {"preset_name": preset(preset_name).name, "kind": kind, "ch": ch,
                               "num_layers": num_layers, "bilinear_scale": bilinear_scale, "hidden": hidden,
-                              "std_param": std_param, "joint_signs": joint_signs}
+                              "std_param": std_param, "joint_signs": joint_signs, "torso": torso}
         self.head_scale, self.equivariant_wd, self.basic_wd = head_scale, equivariant_wd, basic_wd
         kwargs.setdefault("features_extractor_class", PresetFeatures)
         kwargs.setdefault("features_extractor_kwargs", {"preset_name": self.symkit_kwargs["preset_name"],
-                                                        "joint_signs": joint_signs})
+                                                        "joint_signs": joint_signs, "torso": torso})
         super().__init__(*args, **kwargs)
 
     def _build(self, lr_schedule: Any) -> None:
@@ -324,11 +340,22 @@ class SymmetricSACPolicy(SACPolicy):
             return
         super().set_training_mode(mode)
 
+    def _features_for(self, net_kind: str) -> BaseFeaturesExtractor:
+        """A new features extractor for a network of ``net_kind``: an MLP's takes Table A.10's torso (``_seen_by``)."""
+        kwargs = dict(self.features_extractor_kwargs)
+        if net_kind in MLP_KINDS and "torso" in kwargs:
+            kwargs["torso"] = "scalars"
+        return self.features_extractor_class(self.observation_space, **kwargs)
+
     def make_actor(self, features_extractor: BaseFeaturesExtractor | None = None) -> Actor:
+        if features_extractor is None:
+            features_extractor = self._features_for(network_kinds(self.symkit_kwargs["kind"])[0])
         kwargs = self._update_features_extractor(self.actor_kwargs, features_extractor)
         return SymmetricActor(**kwargs, **self.symkit_kwargs, head_scale=self.head_scale).to(self.device)
 
     def make_critic(self, features_extractor: BaseFeaturesExtractor | None = None) -> ContinuousCritic:
+        if features_extractor is None:
+            features_extractor = self._features_for(network_kinds(self.symkit_kwargs["kind"])[1])
         kwargs = self._update_features_extractor(self.critic_kwargs, features_extractor)
         settings = {k: v for k, v in self.symkit_kwargs.items() if k != "std_param"}  # the actor's alone
         return SymmetricCritic(**kwargs, **settings).to(self.device)
@@ -345,15 +372,16 @@ def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int
              tau: float | None = None, equivariant_wd: float = 0.0, basic_wd: float = 1e-6,
              max_grad_norm: float = 0.5, bilinear_scale: float = RL_BILINEAR_SCALE, hidden: str = "rl-code",
              target_entropy_scale: float = RL_TARGET_ENTROPY_SCALE, std_param: str = "softplus",
-             joint_signs: str = "raw") -> SAC:
+             joint_signs: str = "raw", torso: str = "scalars") -> SAC:
     """An SB3 ``SAC`` with :class:`SymmetricSACPolicy` and the thesis's settings (module docstring); ``tau=None``
     takes Table A.9's (:func:`critic_tau`); the target entropy is ``-target_entropy_scale x`` the action
-    dimension; ``joint_signs`` as :class:`SymmetricSACPolicy` takes it."""
+    dimension; ``joint_signs`` and ``torso`` as :class:`SymmetricSACPolicy` takes them."""
     scale = check_number("make_sac: target_entropy_scale", target_entropy_scale)
     policy_kwargs: dict[str, Any] = {"preset_name": p.name, "kind": kind, "ch": ch, "num_layers": num_layers,
                                      "equivariant_wd": equivariant_wd, "basic_wd": basic_wd,
                                      "max_grad_norm": max_grad_norm, "bilinear_scale": bilinear_scale,
-                                     "hidden": hidden, "std_param": std_param, "joint_signs": joint_signs}
+                                     "hidden": hidden, "std_param": std_param, "joint_signs": joint_signs,
+                                     "torso": torso}
     if kind == "rpp":
         policy_kwargs["optimizer_kwargs"] = {"betas": RPP_BETAS}
     return SAC(SymmetricSACPolicy, env, learning_rate=lr, buffer_size=buffer_size, learning_starts=learning_starts,

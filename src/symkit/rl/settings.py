@@ -4,7 +4,7 @@ validates and reports its configs with them."""
 
 from __future__ import annotations
 
-__all__ = ["KINDS", "MLP_KINDS", "network_kinds", "HIDDEN", "STD_PARAMS", "JOINT_SIGNS", "RL_BILINEAR_SCALE",
+__all__ = ["KINDS", "MLP_KINDS", "network_kinds", "HIDDEN", "STD_PARAMS", "JOINT_SIGNS", "TORSO", "RL_BILINEAR_SCALE",
            "RL_TARGET_ENTROPY_SCALE"]
 
 #: the network families of actor and critics: ``relu-mlp`` is the RL code's baseline (jax-rl's ReLU networks),
@@ -33,6 +33,10 @@ STD_PARAMS = ("softplus", "exp")
 #: RL code), ``matched``: the joints a preset names (:attr:`~symkit.rl.presets.LocomotionPreset.sign_flips`) negated,
 #: so that its group maps each joint's range onto the range of the joint it is sent to (Ant's ankles)
 JOINT_SIGNS = ("raw", "matched")
+#: how the equivariant networks see the torso: ``scalars`` (Table A.10: its orientation and velocities do not move
+#: under the group), ``turned``: its rotation matrix and body-frame angular velocity turn with the group as
+#: relabelling the body's parts turns the body frame (:meth:`~symkit.rl.presets.LocomotionPreset.with_torso`; Ant)
+TORSO = ("scalars", "turned")
 #: the bilinear layers' output scale in the RL code's flax EMLP (``rpp/flax.py``; emlp's objax and pytorch layers use
 #: 0.1, symkit's default)
 RL_BILINEAR_SCALE = 0.03

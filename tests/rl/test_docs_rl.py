@@ -36,7 +36,7 @@ def test_the_rl_page_examples_run_and_sac_learns_the_inverted_pendulum(tmp_path,
     twice the untrained policy's return (the example's own assert) and ten times the random policy's."""
     monkeypatch.chdir(tmp_path)
     blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     spaces = []
     for i, code in enumerate(blocks):
         spaces.append({"__name__": "__docs__"})

@@ -24,7 +24,10 @@ Decisions where the tables do not add up or the simulator differs:
   of two ankles, so the cycle is approximate (Table 3.2: only a reflection is exact). The ankles of legs 2 and 3
   bend the other way (range -70..-30 degrees against 30..70), so the raw cycle sends every valid ankle angle out of
   its new joint's range; ``joint_signs="matched"`` (:meth:`LocomotionPreset.signs`) negates those two ankles'
-  angles, velocities and actions in the networks' features, and the cycle then maps ranges onto ranges.
+  angles, velocities and actions in the networks' features, and the cycle then maps ranges onto ranges. With
+  ``torso="turned"`` besides (:meth:`LocomotionPreset.with_torso`, symkit's) the torso's rotation matrix and
+  body-frame angular velocity turn with the cycle too, and relabelling the legs is an exact symmetry of the
+  simulator, reward included (tests/rl/test_presets.py): the description changes, the ant does not.
 - **Humanoid.** The torso quaternion is turned into its rotation matrix (A.2.4), which Table A.10 types ``V ⊗ V``
   of ``SO(2)`` about z (``R -> g R g^T``); turning the world about z maps it to ``g R`` and leaves the body-frame
   angular velocity unchanged, so this ``SO(2)`` is a prior, not a symmetry of the observation (Table 3.2 lists it

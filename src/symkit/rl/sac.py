@@ -139,10 +139,10 @@ class PresetFeatures(BaseFeaturesExtractor):
         return obs if self.signs is None else obs * self.signs.to(obs)
 
 
-def _seen_by(net_kind: str, preset_name: str, joint_signs: str, torso: str) -> LocomotionPreset:
-    """The preset as a network of ``net_kind`` sees it: the turned torso is a prior of the equivariant networks, an
-    MLP takes Table A.10's layout whatever ``torso`` says (so its runs are the baseline of both values)."""
-    return preset(preset_name).with_torso("scalars" if net_kind in MLP_KINDS else torso, joint_signs)
+def _torso_of(net_kind: str, torso: str) -> str:
+    """The torso layout a network of ``net_kind`` takes: the turned torso is a prior of the equivariant networks, an
+    MLP takes Table A.10's whatever ``torso`` says (so its runs are the baseline of both values)."""
+    return "scalars" if net_kind in MLP_KINDS else torso
 
 
 def _network(kind: str, p: LocomotionPreset, rep_in: Any, rep_out: Any, ch: int, num_layers: int,
@@ -189,7 +189,7 @@ class SymmetricActor(Actor):
                  hidden: str, std_param: str, head_scale: float, joint_signs: str = "raw", torso: str = "scalars",
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        p = _seen_by(network_kinds(kind)[0], preset_name, joint_signs, torso)
+        p = preset(preset_name).with_torso(_torso_of(network_kinds(kind)[0], torso), joint_signs)
         da = p.action_size
         net = _network(network_kinds(kind)[0], p, p.state_rep, p.action_rep + p.action_scale_rep, ch, num_layers,
                        bilinear_scale, hidden)
@@ -208,7 +208,7 @@ class SymmetricCritic(ContinuousCritic):
     def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
                  hidden: str, joint_signs: str = "raw", torso: str = "scalars", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        p = _seen_by(network_kinds(kind)[1], preset_name, joint_signs, torso)
+        p = preset(preset_name).with_torso(_torso_of(network_kinds(kind)[1], torso), joint_signs)
         order = list(p.action_order) if p.action_order is not None else list(range(p.action_size))
         self.q_networks = []
         for idx in range(self.n_critics):
@@ -341,10 +341,10 @@ class SymmetricSACPolicy(SACPolicy):
         super().set_training_mode(mode)
 
     def _features_for(self, net_kind: str) -> BaseFeaturesExtractor:
-        """A new features extractor for a network of ``net_kind``: an MLP's takes Table A.10's torso (``_seen_by``)."""
+        """A new features extractor for a network of ``net_kind``, with the torso layout it takes (``_torso_of``)."""
         kwargs = dict(self.features_extractor_kwargs)
-        if net_kind in MLP_KINDS and "torso" in kwargs:
-            kwargs["torso"] = "scalars"
+        if "torso" in kwargs:
+            kwargs["torso"] = _torso_of(net_kind, kwargs["torso"])
         return self.features_extractor_class(self.observation_space, **kwargs)
 
     def make_actor(self, features_extractor: BaseFeaturesExtractor | None = None) -> Actor:

@@ -136,7 +136,7 @@ def main() -> None:
             print(f"| {label} | {min(times):.4f} | {median:.4f} | {median / baseline:.2f}x |", flush=True)
             if freeze:  # the freeze changes updates only: one predict row per actor
                 predicts.append((label, seconds_per_predict(model, args.predicts)))
-                if kind == "rpp" and hidden == "rl-code" and not compiled:
+                if kind == "rpp" and hidden == "rl-code" and not compiled and not prior:
                     predicts.append((f"{label}, no inference caches",
                                      seconds_per_predict(model, args.predicts, caches=False)))
     print(f"\npredict, one observation, deterministic (median of {args.predicts} calls)")

@@ -1,0 +1,94 @@
+"""How the finished rl-sac runs' policies end their episodes (docs/rl.md, "Where the RPP stands"): for every run of
+``--env`` checkpointed under ``$SYMKIT_CHECKPOINTS/rl-sac`` (default ``runs/checkpoints``) that has finished, the
+stochastic policy (as it acts while training) plays ``--episodes`` episodes; a table counts those that ended with the
+torso above the environment's healthy height range, below it, unhealthy otherwise (Hopper's and Walker2d's angle, a
+non-finite state), or at the time limit, with the mean absolute action and the policy's mean standard deviation
+over the visited states.
+
+    .venv/bin/python benchmarks/rl_episode_ends.py [--env Ant] [--episodes 10] [--seed 300]
+
+Not a timing: it reads saved policies (``sac.zip``), one thread, about a second per 1,000 steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def episode_ends(model, env, episodes: int, seed: int) -> dict[str, float]:
+    """Counts of how ``episodes`` stochastic episodes of ``model`` in ``env`` ended, the mean |action| and the mean
+    standard deviation of the policy over the visited states."""
+    import mujoco
+
+    low, high = env.unwrapped._healthy_z_range
+    free = env.unwrapped.model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE
+    height = 2 if free else 1  # a free root joint's qpos is x, y, z, ...; a planar robot's x, z, angle
+    counts = {"above": 0, "below": 0, "other": 0, "time limit": 0}
+    actions, stds = [], []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        while True:
+            with torch.no_grad():
+                _, log_std, _ = model.policy.actor.get_action_dist_params(
+                    torch.as_tensor(obs, dtype=torch.float32)[None])
+            stds.append(float(log_std.exp().mean()))
+            action, _ = model.predict(obs, deterministic=False)
+            actions.append(np.abs(action).mean())
+            obs, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                break
+        z = float(env.unwrapped.data.qpos[height])
+        if not terminated:
+            counts["time limit"] += 1
+        elif z > high:
+            counts["above"] += 1
+        elif z < low:
+            counts["below"] += 1
+        else:
+            counts["other"] += 1
+    return {**counts, "mean |action|": float(np.mean(actions)), "policy std": float(np.mean(stds))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="Ant", help="a symkit.rl preset (default Ant)")
+    parser.add_argument("--episodes", type=int, default=10, help="episodes per run (default 10)")
+    parser.add_argument("--seed", type=int, default=300, help="the first episode's reset seed (default 300)")
+    args = parser.parse_args()
+    from stable_baselines3 import SAC
+
+    from symkit.rl import preset
+
+    p = preset(args.env)
+    torch.set_num_threads(1)
+    root = Path(os.environ.get("SYMKIT_CHECKPOINTS", "runs/checkpoints")) / "rl-sac"
+    env = p.make_env()
+    if not hasattr(env.unwrapped, "_healthy_z_range"):
+        parser.error(f"--env {p.name}: the environment has no healthy height range")
+    low, high = env.unwrapped._healthy_z_range
+    print(f"{p.name}: how {args.episodes} stochastic episodes end (healthy torso height {low:g}..{high:g})")
+    print("| run | steps | above | below | other | time limit | mean abs action | policy std |")
+    print("|---|---|---|---|---|---|---|---|")
+    for folder in sorted(root.glob(f"{p.name}-*")):
+        config_file, curve_file = folder / "config.json", folder / "curve.json"
+        if not (config_file.exists() and curve_file.exists() and (folder / "sac.zip").exists()):
+            continue
+        config, done = json.loads(config_file.read_text()), json.loads(curve_file.read_text())["num_timesteps"]
+        if done < config.get("steps", 0):
+            continue  # still training, or stopped part way
+        settings = [f"{k}={config[k]}" for k in ("joint_signs", "torso") if config.get(k) not in (None, "raw",
+                                                                                                  "scalars")]
+        label = ", ".join([str(config.get("model")), *settings, f"seed {config.get('seed')}"])
+        ends = episode_ends(SAC.load(folder / "sac.zip", device="cpu"), env, args.episodes, args.seed)
+        print(f"| {label} | {done:,} | {ends['above']} | {ends['below']} | {ends['other']} | {ends['time limit']} "
+              f"| {ends['mean |action|']:.2f} | {ends['policy std']:.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

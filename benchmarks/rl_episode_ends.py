@@ -2,8 +2,9 @@
 ``--env`` checkpointed under ``$SYMKIT_CHECKPOINTS/rl-sac`` (default ``runs/checkpoints``) that has finished, the
 stochastic policy (as it acts while training) plays ``--episodes`` episodes; a table counts those that ended with the
 torso above the environment's healthy height range, below it, unhealthy otherwise (Hopper's and Walker2d's angle, a
-non-finite state), or at the time limit, with the mean absolute action and the policy's mean standard deviation
-over the visited states.
+non-finite state), or at the time limit, with the mean absolute action, the share of the mean actions' energy in
+the group's invariant part (for Ant: all legs together, in matched joint signs; for a Z2 mirror: the symmetric
+part) and the policy's mean standard deviation over the visited states.
 
     .venv/bin/python benchmarks/rl_episode_ends.py [--env Ant] [--episodes 10] [--seed 300]
 
@@ -21,16 +22,31 @@ import numpy as np
 import torch
 
 
-def episode_ends(model, env, episodes: int, seed: int) -> dict[str, float]:
-    """Counts of how ``episodes`` stochastic episodes of ``model`` in ``env`` ended, the mean |action| and the mean
-    standard deviation of the policy over the visited states."""
+def invariant_projection(p) -> np.ndarray | None:
+    """The projection onto the invariant part of the preset's action features, ``mean_k rho(g)^k`` for a group with
+    one generator ``g`` (None for another group), in the matched joint signs where the preset has them."""
+    gens = p.group.discrete_generators
+    if len(p.group.factors) != 1 or len(gens) != 1:
+        return None
+    rho, power, powers = p.action_rep.rho(gens[0]), np.eye(p.action_size), []
+    while not powers or not np.allclose(power, np.eye(p.action_size)):
+        powers.append(power)
+        power = rho @ power
+    return np.mean(powers, axis=0)
+
+
+def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | None = None,
+                 to_features=None) -> dict[str, float]:
+    """Counts of how ``episodes`` stochastic episodes of ``model`` in ``env`` ended, the mean |action|, the share of
+    the deterministic actions' energy that ``projection`` keeps (of their ``to_features``), and the mean standard
+    deviation of the policy over the visited states."""
     import mujoco
 
     low, high = env.unwrapped._healthy_z_range
     free = env.unwrapped.model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE
     height = 2 if free else 1  # a free root joint's qpos is x, y, z, ...; a planar robot's x, z, angle
     counts = {"above": 0, "below": 0, "other": 0, "time limit": 0}
-    actions, stds = [], []
+    actions, stds, kept, energy = [], [], 0.0, 0.0
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
         while True:
@@ -38,6 +54,9 @@ def episode_ends(model, env, episodes: int, seed: int) -> dict[str, float]:
                 _, log_std, _ = model.policy.actor.get_action_dist_params(
                     torch.as_tensor(obs, dtype=torch.float32)[None])
             stds.append(float(log_std.exp().mean()))
+            if projection is not None:
+                mean = to_features(model.predict(obs, deterministic=True)[0])
+                kept, energy = kept + float(np.sum((projection @ mean) ** 2)), energy + float(np.sum(mean ** 2))
             action, _ = model.predict(obs, deterministic=False)
             actions.append(np.abs(action).mean())
             obs, _, terminated, truncated, _ = env.step(action)
@@ -52,7 +71,8 @@ def episode_ends(model, env, episodes: int, seed: int) -> dict[str, float]:
             counts["below"] += 1
         else:
             counts["other"] += 1
-    return {**counts, "mean |action|": float(np.mean(actions)), "policy std": float(np.mean(stds))}
+    return {**counts, "mean |action|": float(np.mean(actions)), "policy std": float(np.mean(stds)),
+            "invariant share": kept / energy if energy > 0 else float("nan")}
 
 
 def main() -> None:
@@ -73,8 +93,14 @@ def main() -> None:
         parser.error(f"--env {p.name}: the environment has no healthy height range")
     low, high = env.unwrapped._healthy_z_range
     print(f"{p.name}: how {args.episodes} stochastic episodes end (healthy torso height {low:g}..{high:g})")
-    print("| run | steps | above | below | other | time limit | mean abs action | policy std |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| run | steps | above | below | other | time limit | mean abs action | invariant share | policy std |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    projection = invariant_projection(p)
+    signs = p.signs("matched")[1] if any(p.sign_flips) else np.ones(p.action_size)
+
+    def to_features(action):
+        return signs * p.action_features(action)
+
     for folder in sorted(root.glob(f"{p.name}-*")):
         config_file, curve_file = folder / "config.json", folder / "curve.json"
         if not (config_file.exists() and curve_file.exists() and (folder / "sac.zip").exists()):
@@ -85,9 +111,10 @@ def main() -> None:
         settings = [f"{k}={config[k]}" for k in ("joint_signs", "torso") if config.get(k) not in (None, "raw",
                                                                                                   "scalars")]
         label = ", ".join([str(config.get("model")), *settings, f"seed {config.get('seed')}"])
-        ends = episode_ends(SAC.load(folder / "sac.zip", device="cpu"), env, args.episodes, args.seed)
+        ends = episode_ends(SAC.load(folder / "sac.zip", device="cpu"), env, args.episodes, args.seed, projection,
+                            to_features)
         print(f"| {label} | {done:,} | {ends['above']} | {ends['below']} | {ends['other']} | {ends['time limit']} "
-              f"| {ends['mean |action|']:.2f} | {ends['policy std']:.3f} |", flush=True)
+              f"| {ends['mean |action|']:.2f} | {ends['invariant share']:.2f} | {ends['policy std']:.3f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 stochastic policy (as it acts while training) plays ``--episodes`` episodes; a table counts those that ended with the
 torso above the environment's healthy height range, below it, unhealthy otherwise (Hopper's and Walker2d's angle, a
 non-finite state), or at the time limit, with the mean absolute action, the share of the mean actions' energy in
-the group's invariant part (for Ant: all legs together, in matched joint signs; for a Z2 mirror: the symmetric
-part) and the policy's mean standard deviation over the visited states.
+a finite group's invariant part (for Ant: all legs together, in matched joint signs; for a Z2 mirror: the
+symmetric part) and the policy's mean standard deviation over the visited states.
 
     .venv/bin/python benchmarks/rl_episode_ends.py [--env Ant] [--episodes 10] [--seed 300]
 
@@ -23,16 +23,11 @@ import torch
 
 
 def invariant_projection(p) -> np.ndarray | None:
-    """The projection onto the invariant part of the preset's action features, ``mean_k rho(g)^k`` for a group with
-    one generator ``g`` (None for another group), in the matched joint signs where the preset has them."""
-    gens = p.group.discrete_generators
-    if len(p.group.factors) != 1 or len(gens) != 1:
+    """The projection onto the invariant part of the preset's action features, the mean of ``rho(g)`` over the
+    elements of a finite group of one factor (``Group.elements``; None for another group)."""
+    if len(p.group.factors) != 1 or not p.group.is_finite:
         return None
-    rho, power, powers = p.action_rep.rho(gens[0]), np.eye(p.action_size), []
-    while not powers or not np.allclose(power, np.eye(p.action_size)):
-        powers.append(power)
-        power = rho @ power
-    return np.mean(powers, axis=0)
+    return np.mean([p.action_rep.rho(g) for g in p.group.elements()], axis=0)
 
 
 def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | None = None,

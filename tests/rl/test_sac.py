@@ -136,7 +136,12 @@ def test_the_rpp_optimisers_speeds_and_small_first_policies():
         assert sum(len(g["params"]) for g in opt.param_groups) == len({id(q) for g in opt.param_groups
                                                                        for q in g["params"]})
     assert rpp.tau == 0.004
-    _, mlp = _sac("Walker2d", "mlp")
+    _, gentle = _sac("Walker2d", "rpp", rpp_beta1=0.8)
+    assert {g["betas"] for net in (gentle.policy.actor, gentle.policy.critic)
+            for g in net.optimizer.param_groups} == {(0.8, 0.999)}
+    with pytest.raises(ValueError, match="rpp_beta1"):
+        _sac("Walker2d", "rpp", rpp_beta1=1.0)
+    _, mlp = _sac("Walker2d", "mlp", rpp_beta1=0.8)  # the MLPs' Adam keeps its own betas
     assert mlp.tau == 0.005 and len(mlp.policy.actor.optimizer.param_groups) == 1
     assert mlp.policy.actor.optimizer.param_groups[0]["betas"] == (0.9, 0.999)
     obs = torch.as_tensor(np.stack([p.make_env().reset(seed=s)[0] for s in range(4)]), dtype=torch.float32)
@@ -209,6 +214,9 @@ def test_rpp_in_the_policy_only_has_an_rpp_actor_and_the_baselines_critics(tmp_p
     assert all(g["betas"] == (0.5, 0.999) for g in model.policy.actor.optimizer.param_groups)
     assert all(g["betas"] == (0.9, 0.999) for g in model.policy.critic.optimizer.param_groups)
     assert model.tau == 0.005 and critic_tau(p, "rpp-policy") == 0.005 and critic_tau(p, "rpp") == 0.004
+    _, adam = _sac("Walker2d", "rpp-policy", rpp_beta1=0.9)  # Adam's own beta for the RPP actor; critics unchanged
+    assert all(g["betas"] == (0.9, 0.999) for net in (adam.policy.actor, adam.policy.critic)
+               for g in net.optimizer.param_groups)
     _, relu = _sac("Walker2d", "relu-mlp")
     critic = [q.shape for q in model.policy.critic.parameters()]
     assert critic == [q.shape for q in relu.policy.critic.parameters()]  # the baseline's critics, as built
@@ -219,6 +227,9 @@ def test_rpp_in_the_policy_only_has_an_rpp_actor_and_the_baselines_critics(tmp_p
         assert any(not torch.equal(a, b) for a, b in zip(old, net.parameters())), type(net).__name__
     model.save(tmp_path / "sac.zip")
     assert families(SAC.load(tmp_path / "sac.zip", env=Monitor(p.make_env()))) == families(model)
+    adam.save(tmp_path / "adam.zip")
+    loaded = SAC.load(tmp_path / "adam.zip", env=Monitor(p.make_env())).policy
+    assert loaded.rpp_beta1 == 0.9 and loaded.actor.optimizer.param_groups[0]["betas"] == (0.9, 0.999)
 
 
 def test_the_rl_codes_hidden_reps_and_target_entropy(tmp_path):

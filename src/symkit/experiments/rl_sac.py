@@ -56,7 +56,16 @@ from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, Unfinished, register
 from symkit.rl.presets import PRESETS, preset, simulator_versions
 from symkit.rl.replay import replay_file
-from symkit.rl.settings import HIDDEN, KINDS, MLP_KINDS, RL_BILINEAR_SCALE, RL_TARGET_ENTROPY_SCALE, STD_PARAMS
+from symkit.rl.settings import (
+    HIDDEN,
+    KINDS,
+    MLP_KINDS,
+    RL_BILINEAR_SCALE,
+    RL_TARGET_ENTROPY_SCALE,
+    RPP_BETAS,
+    STD_PARAMS,
+    check_beta1,
+)
 from symkit.stats import difference, standard_error
 
 __all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "in_progress", "unfinished", "comparisons",
@@ -70,16 +79,16 @@ BUDGET_FIELDS = ("steps", "checkpoint_every")
 #: settings added after runs were stored, with the value those runs had (:attr:`Experiment.legacy`): emlp's bilinear
 #: scale, symkit's uniform hidden reps, stable-baselines3's target entropy ``-|A|`` and ``exp`` standard deviation,
 #: the environment's joint signs (``raw``, also the default: runs of it keep their identity and folders) and Table
-#: A.10's scalar torso (also the default)
+#: A.10's scalar torso and the RPP's Adam beta 0.5 (both also the defaults)
 LEGACY = {"bilinear_scale": 0.1, "hidden": "uniform", "target_entropy_scale": 1.0, "std_param": "exp",
-          "joint_signs": "raw", "torso": "scalars"}
+          "joint_signs": "raw", "torso": "scalars", "rpp_beta1": RPP_BETAS[0]}
 #: the report's verdict (:func:`comparisons`): an equivariant model is ahead of (behind) the MLP run with the same
 #: settings when its late return is higher (lower) with Welch's one-sided p-value below ``SIGNIFICANCE``, with at
 #: least ``MIN_SEEDS`` seeds on each side; otherwise level
 SIGNIFICANCE = 0.05
 MIN_SEEDS = 3
 #: settings of the equivariant networks alone: an MLP run is the baseline of every value of them
-NETWORK_FIELDS = ("bilinear_scale", "hidden", "joint_signs", "torso")
+NETWORK_FIELDS = ("bilinear_scale", "hidden", "joint_signs", "torso", "rpp_beta1")
 
 
 @dataclass
@@ -108,6 +117,7 @@ class SACConfig:
     # joint ranges onto joint ranges); an equivariant networks' setting, the MLPs are indifferent to it
     torso: str = "scalars"  # "turned": Ant's torso orientation and angular velocity turn with the leg cycle (with
     # joint_signs=matched an exact symmetry); the equivariant networks' alone, an MLP sees Table A.10's layout
+    rpp_beta1: NonNegative = RPP_BETAS[0]  # the RPP networks' first Adam beta (the thesis's 0.5; Adam's own: 0.9)
     eval_every: Count = 10_000
     eval_episodes: Count = 10
     checkpoint_every: Count = 50_000
@@ -124,6 +134,7 @@ def _validate(config: SACConfig) -> None:
         raise ValueError(f"std_param must be one of {STD_PARAMS}, got {config.std_param!r}")
     preset(config.env).signs(config.joint_signs)  # "matched" needs a preset with joints to negate (Ant)
     preset(config.env).with_torso(config.torso, config.joint_signs)  # "turned": Ant, with matched joint signs
+    check_beta1("rl-sac", config.rpp_beta1)
     if config.learning_starts >= config.steps:
         raise ValueError(f"learning_starts ({config.learning_starts}) must be below steps ({config.steps})")
 
@@ -221,7 +232,8 @@ def run(config: SACConfig) -> dict[str, Any]:
             lr=config.lr, tau=config.tau or None, equivariant_wd=config.equivariant_wd, basic_wd=config.basic_wd,
             max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale, hidden=config.hidden,
             target_entropy_scale=config.target_entropy_scale, std_param=config.std_param,
-            joint_signs=config.joint_signs, torso=config.torso, keep_replay=config.steps < FULL_STEPS)
+            joint_signs=config.joint_signs, torso=config.torso, rpp_beta1=config.rpp_beta1,
+            keep_replay=config.steps < FULL_STEPS)
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),
@@ -254,8 +266,9 @@ def _settings(config: Mapping[str, Any]) -> str:
     value = {k: config.get(k, v) for k, v in LEGACY.items()}
     signs = [] if value["joint_signs"] == "raw" else [f"{value['joint_signs']} joint signs"]
     torso = [] if value["torso"] == "scalars" else [f"{value['torso']} torso"]
+    beta1 = [] if value["rpp_beta1"] == RPP_BETAS[0] else [f"RPP Adam beta1 {value['rpp_beta1']:g}"]
     parts = [] if config.get("model") in MLP_KINDS else [f"bilinear {value['bilinear_scale']:g}",
-                                                          f"{value['hidden']} hidden", *signs, *torso]
+                                                          f"{value['hidden']} hidden", *signs, *torso, *beta1]
     return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g} dim A", f"{value['std_param']} std"])
 
 

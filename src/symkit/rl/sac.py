@@ -75,7 +75,9 @@ from symkit.rl.settings import (
     MLP_KINDS,
     RL_BILINEAR_SCALE,
     RL_TARGET_ENTROPY_SCALE,
+    RPP_BETAS,
     STD_PARAMS,
+    check_beta1,
     network_kinds,
 )
 from symkit.rl.transitions import hidden_rep, rl_code_hidden_rep, scale_last_layer
@@ -86,7 +88,6 @@ __all__ = ["KINDS", "MLP_KINDS", "HIDDEN", "STD_PARAMS", "BASELINE_TAU", "RL_BIL
            "area_under_curve", "best_so_far", "late_return", "LATE_FRACTION"]
 
 BASELINE_TAU = 0.005  # Table A.9, every baseline
-RPP_BETAS = (0.5, 0.999)
 
 
 class _SoftplusLogStd(nn.Module):
@@ -272,8 +273,8 @@ def _freeze_for_the_actor(critic: nn.Module, actor_optimizer: torch.optim.Optimi
 class SymmetricSACPolicy(SACPolicy):
     """stable-baselines3's SAC policy with symkit networks for the actor and the critics (module docstring).
     ``preset_name``: a :data:`~symkit.rl.presets.PRESETS` name; ``kind``: one of :data:`KINDS` (the actor's and
-    the critics' networks: :func:`~symkit.rl.settings.network_kinds`; an RPP network's Adam gets the RPP's betas
-    (0.5, 0.999) unless ``optimizer_kwargs`` names betas);
+    the critics' networks: :func:`~symkit.rl.settings.network_kinds`; an RPP network's Adam gets the betas
+    ``(rpp_beta1, 0.999)``, the RPP's (0.5, 0.999) by default, unless ``optimizer_kwargs`` names betas);
     ``bilinear_scale``: the EMLP's and RPP-EMLP's bilinear output scale (0.1, symkit's default and what a saved
     policy without the setting was built with; :func:`make_sac` passes the RL code's 0.03); ``hidden``: their hidden
     reps, ``"uniform"`` (:func:`~symkit.rl.transitions.hidden_rep`, what a saved policy without the setting was
@@ -291,7 +292,7 @@ class SymmetricSACPolicy(SACPolicy):
                  num_layers: int = 2, head_scale: float = 0.01, equivariant_wd: float = 0.0,
                  basic_wd: float = 1e-6, max_grad_norm: float = 0.5, bilinear_scale: float = 0.1,
                  hidden: str = "uniform", std_param: str = "exp", joint_signs: str = "raw", torso: str = "scalars",
-                 **kwargs: Any) -> None:
+                 rpp_beta1: float = RPP_BETAS[0], **kwargs: Any) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if hidden not in HIDDEN:
@@ -299,6 +300,7 @@ class SymmetricSACPolicy(SACPolicy):
         if std_param not in STD_PARAMS:
             raise ValueError(f"std_param must be one of {STD_PARAMS}, got {std_param!r}")
         self.max_grad_norm = check_number("SymmetricSACPolicy: max_grad_norm (0: no clipping)", max_grad_norm)
+        self.rpp_beta1 = check_beta1("SymmetricSACPolicy", rpp_beta1)
         preset(preset_name).signs(joint_signs)  # refuses an unknown value, or "matched" without joints to match
         preset(preset_name).with_torso(torso, joint_signs)  # "turned": Ant's, with matched signs
         self.symkit_kwargs = {"preset_name": preset(preset_name).name, "kind": kind, "ch": ch,
@@ -315,13 +317,13 @@ class SymmetricSACPolicy(SACPolicy):
         for layer in self.critic_target.modules():  # in eval mode for good, Polyak-averaged through p.data
             if isinstance(layer, WeightCache):
                 layer.cache_weights = False
-        # the same optimiser class and settings for both, with the RPP's decays; an RPP network's Adam takes the
-        # RPP's betas unless the settings name betas (make_sac passes them for kind="rpp", for both networks)
+        # the same optimiser class and settings for both, with the RPP's decays; an RPP network's Adam takes
+        # (rpp_beta1, 0.999) unless the settings name betas (policies saved before rpp_beta1 existed name them)
         for net, net_kind in zip((self.actor, self.critic), network_kinds(self.symkit_kwargs["kind"]), strict=True):
             options = dict(self.optimizer_kwargs)
             adam = self.optimizer_class in (torch.optim.Adam, torch.optim.AdamW)
             if adam and net_kind == "rpp":
-                options.setdefault("betas", RPP_BETAS)
+                options.setdefault("betas", (self.rpp_beta1, RPP_BETAS[1]))
             if adam and not {"fused", "foreach"} & set(options):
                 options.update(fused_options(net.parameters()))  # one kernel over the many small RPP tensors
             net.optimizer = self.optimizer_class(_rpp_groups(net, self.equivariant_wd, self.basic_wd),
@@ -363,7 +365,7 @@ class SymmetricSACPolicy(SACPolicy):
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
         data.update(self.symkit_kwargs, head_scale=self.head_scale, equivariant_wd=self.equivariant_wd,
-                    basic_wd=self.basic_wd, max_grad_norm=self.max_grad_norm)
+                    basic_wd=self.basic_wd, max_grad_norm=self.max_grad_norm, rpp_beta1=self.rpp_beta1)
         return data
 
 
@@ -372,18 +374,17 @@ def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int
              tau: float | None = None, equivariant_wd: float = 0.0, basic_wd: float = 1e-6,
              max_grad_norm: float = 0.5, bilinear_scale: float = RL_BILINEAR_SCALE, hidden: str = "rl-code",
              target_entropy_scale: float = RL_TARGET_ENTROPY_SCALE, std_param: str = "softplus",
-             joint_signs: str = "raw", torso: str = "scalars") -> SAC:
+             joint_signs: str = "raw", torso: str = "scalars", rpp_beta1: float = RPP_BETAS[0]) -> SAC:
     """An SB3 ``SAC`` with :class:`SymmetricSACPolicy` and the thesis's settings (module docstring); ``tau=None``
     takes Table A.9's (:func:`critic_tau`); the target entropy is ``-target_entropy_scale x`` the action
-    dimension; ``joint_signs`` and ``torso`` as :class:`SymmetricSACPolicy` takes them."""
+    dimension; ``joint_signs``, ``torso`` and ``rpp_beta1`` (the RPP networks' first Adam beta) as
+    :class:`SymmetricSACPolicy` takes them."""
     scale = check_number("make_sac: target_entropy_scale", target_entropy_scale)
     policy_kwargs: dict[str, Any] = {"preset_name": p.name, "kind": kind, "ch": ch, "num_layers": num_layers,
                                      "equivariant_wd": equivariant_wd, "basic_wd": basic_wd,
                                      "max_grad_norm": max_grad_norm, "bilinear_scale": bilinear_scale,
                                      "hidden": hidden, "std_param": std_param, "joint_signs": joint_signs,
-                                     "torso": torso}
-    if kind == "rpp":
-        policy_kwargs["optimizer_kwargs"] = {"betas": RPP_BETAS}
+                                     "torso": torso, "rpp_beta1": rpp_beta1}
     return SAC(SymmetricSACPolicy, env, learning_rate=lr, buffer_size=buffer_size, learning_starts=learning_starts,
                batch_size=batch_size, tau=critic_tau(p, kind) if tau is None else tau, gamma=0.99,
                ent_coef="auto_1.0", target_entropy=-scale * p.action_size, policy_kwargs=policy_kwargs, seed=seed,

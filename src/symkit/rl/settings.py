@@ -5,7 +5,7 @@ validates and reports its configs with them."""
 from __future__ import annotations
 
 __all__ = ["KINDS", "MLP_KINDS", "network_kinds", "HIDDEN", "STD_PARAMS", "JOINT_SIGNS", "TORSO", "RL_BILINEAR_SCALE",
-           "RL_TARGET_ENTROPY_SCALE"]
+           "RL_TARGET_ENTROPY_SCALE", "RPP_BETAS", "check_beta1"]
 
 #: the network families of actor and critics: ``relu-mlp`` is the RL code's baseline (jax-rl's ReLU networks),
 #: ``mlp`` symkit's swish MLP (the EMLP chapters' baseline), ``emlp`` exactly equivariant, ``rpp`` the RPP-EMLP,
@@ -42,3 +42,14 @@ TORSO = ("scalars", "turned")
 RL_BILINEAR_SCALE = 0.03
 #: the RL code's (and jax-rl's) target entropy, ``-0.5 x`` the action dimension (stable-baselines3's "auto": ``-1 x``)
 RL_TARGET_ENTROPY_SCALE = 0.5
+#: the RPP networks' Adam betas (thesis A.2.2, the RL code's ``gan_betas``: the GAN setting); Adam's: (0.9, 0.999)
+RPP_BETAS = (0.5, 0.999)
+
+
+def check_beta1(where: str, beta1: float) -> float:
+    """``beta1`` as a float if it is a valid first Adam beta (``0 <= beta1 < 1``); else a ValueError naming
+    ``where``."""
+    if isinstance(beta1, bool) or not isinstance(beta1, int | float) or not 0 <= beta1 < 1:
+        raise ValueError(f"{where}: rpp_beta1 (the RPP networks' first Adam beta) must be a number in [0, 1), "
+                         f"got {beta1!r}")
+    return float(beta1)

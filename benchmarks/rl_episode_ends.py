@@ -4,7 +4,10 @@ stochastic policy (as it acts while training) plays ``--episodes`` episodes; a t
 torso above the environment's healthy height range, below it, unhealthy otherwise (Hopper's and Walker2d's angle, a
 non-finite state), or at the time limit, with the mean absolute action, the share of the mean actions' energy in
 a finite group's invariant part (for Ant: all legs together, in matched joint signs; for a Z2 mirror: the
-symmetric part) and the policy's mean standard deviation over the visited states.
+symmetric part), the policy's mean standard deviation over the visited states, and how the critics' value of the
+actions taken (the smaller of SAC's two Q estimates) compares with what followed: the discounted return from each
+step (discount 0.99, SAC's), over the steps whose return is known to within 5% (every step of an episode that
+terminated; a time-limited episode's but its last 300).
 
     .venv/bin/python benchmarks/rl_episode_ends.py [--env Ant] [--episodes 10] [--seed 300]
 
@@ -30,20 +33,35 @@ def invariant_projection(p) -> np.ndarray | None:
     return np.mean([p.action_rep.rho(g) for g in p.group.elements()], axis=0)
 
 
+#: SAC's discount, and the steps at a time-limited episode's end whose discounted return the cut hides (0.99^300 < 5%)
+DISCOUNT, UNKNOWN_TAIL = 0.99, 300
+
+
+def returns_to_go(rewards: list[float], discount: float = DISCOUNT) -> np.ndarray:
+    """``G_t = r_t + discount G_{t+1}``, with ``G = 0`` after the last reward."""
+    out, g = np.zeros(len(rewards)), 0.0
+    for t in reversed(range(len(rewards))):
+        g = rewards[t] + discount * g
+        out[t] = g
+    return out
+
+
 def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | None = None,
                  to_features=None) -> dict[str, float]:
     """Counts of how ``episodes`` stochastic episodes of ``model`` in ``env`` ended, the mean |action|, the share of
-    the deterministic actions' energy that ``projection`` keeps (of their ``to_features``), and the mean standard
-    deviation of the policy over the visited states."""
+    the deterministic actions' energy that ``projection`` keeps (of their ``to_features``), the mean standard
+    deviation of the policy over the visited states, and the mean critic value ``min(Q1, Q2)`` of the actions taken
+    beside the mean discounted return that followed them (module docstring)."""
     import mujoco
 
     low, high = env.unwrapped._healthy_z_range
     free = env.unwrapped.model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE
     height = 2 if free else 1  # a free root joint's qpos is x, y, z, ...; a planar robot's x, z, angle
     counts = {"above": 0, "below": 0, "other": 0, "time limit": 0}
-    actions, stds, kept, energy = [], [], 0.0, 0.0
+    actions, stds, kept, energy, values, returns = [], [], 0.0, 0.0, [], []
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
+        qs, rewards = [], []
         while True:
             with torch.no_grad():
                 _, log_std, _ = model.policy.actor.get_action_dist_params(
@@ -54,9 +72,16 @@ def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | 
                 kept, energy = kept + float(np.sum((projection @ mean) ** 2)), energy + float(np.sum(mean ** 2))
             action, _ = model.predict(obs, deterministic=False)
             actions.append(np.abs(action).mean())
-            obs, _, terminated, truncated, _ = env.step(action)
+            with torch.no_grad():
+                taken = torch.as_tensor(model.policy.scale_action(action), dtype=torch.float32)[None]
+                qs.append(float(torch.min(*model.critic(torch.as_tensor(obs, dtype=torch.float32)[None], taken))))
+            obs, reward, terminated, truncated, _ = env.step(action)
+            rewards.append(float(reward))
             if terminated or truncated:
                 break
+        known = len(rewards) if terminated else max(len(rewards) - UNKNOWN_TAIL, 0)
+        values += qs[:known]
+        returns += list(returns_to_go(rewards)[:known])
         z = float(env.unwrapped.data.qpos[height])
         if not terminated:
             counts["time limit"] += 1
@@ -67,7 +92,9 @@ def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | 
         else:
             counts["other"] += 1
     return {**counts, "mean |action|": float(np.mean(actions)), "policy std": float(np.mean(stds)),
-            "invariant share": kept / energy if energy > 0 else float("nan")}
+            "invariant share": kept / energy if energy > 0 else float("nan"),
+            "critic value": float(np.mean(values)) if values else float("nan"),
+            "return that followed": float(np.mean(returns)) if returns else float("nan")}
 
 
 def main() -> None:
@@ -78,6 +105,7 @@ def main() -> None:
     args = parser.parse_args()
     from stable_baselines3 import SAC
 
+    from symkit.experiments.rl_sac import NETWORK_FIELDS, SACConfig
     from symkit.rl import preset
 
     p = preset(args.env)
@@ -88,8 +116,10 @@ def main() -> None:
         parser.error(f"--env {p.name}: the environment has no healthy height range")
     low, high = env.unwrapped._healthy_z_range
     print(f"{p.name}: how {args.episodes} stochastic episodes end (healthy torso height {low:g}..{high:g})")
-    print("| run | steps | above | below | other | time limit | mean abs action | invariant share | policy std |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| run | steps | above | below | other | time limit | mean abs action | invariant share | policy std "
+          "| critic value | return that followed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    defaults = {k: getattr(SACConfig(), k) for k in NETWORK_FIELDS}
     projection = invariant_projection(p)
     signs = p.signs("matched")[1] if any(p.sign_flips) else np.ones(p.action_size)
 
@@ -103,13 +133,13 @@ def main() -> None:
         config, done = json.loads(config_file.read_text()), json.loads(curve_file.read_text())["num_timesteps"]
         if done < config.get("steps", 0):
             continue  # still training, or stopped part way
-        settings = [f"{k}={config[k]}" for k in ("joint_signs", "torso") if config.get(k) not in (None, "raw",
-                                                                                                  "scalars")]
+        settings = [f"{k}={config[k]}" for k in NETWORK_FIELDS if k in config and config[k] != defaults[k]]
         label = ", ".join([str(config.get("model")), *settings, f"seed {config.get('seed')}"])
         ends = episode_ends(SAC.load(folder / "sac.zip", device="cpu"), env, args.episodes, args.seed, projection,
                             to_features)
         print(f"| {label} | {done:,} | {ends['above']} | {ends['below']} | {ends['other']} | {ends['time limit']} "
-              f"| {ends['mean |action|']:.2f} | {ends['invariant share']:.2f} | {ends['policy std']:.3f} |", flush=True)
+              f"| {ends['mean |action|']:.2f} | {ends['invariant share']:.2f} | {ends['policy std']:.3f} "
+              f"| {ends['critic value']:.1f} | {ends['return that followed']:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ a finite group's invariant part (for Ant: all legs together, in matched joint si
 symmetric part), the policy's mean standard deviation over the visited states, and how the critics' value of the
 actions taken (the smaller of SAC's two Q estimates) compares with what followed: the discounted return from each
 step (discount 0.99, SAC's), over the steps whose return is known to within 5% (every step of an episode that
-terminated; a time-limited episode's but its last 300).
+terminated; a time-limited episode's but its last 300); for critics with bilinear layers, the largest of their
+layers' mean output-to-input norm ratio (``|scale W(h) h| / |h|``) over those evaluations.
 
     .venv/bin/python benchmarks/rl_episode_ends.py [--env Ant] [--episodes 10] [--seed 300]
 
@@ -46,12 +47,34 @@ def returns_to_go(rewards: list[float], discount: float = DISCOUNT) -> np.ndarra
     return out
 
 
+def bilinear_ratios(net: torch.nn.Module) -> tuple[dict[str, list[float]], list]:
+    """Forward hooks on every bilinear layer of ``net`` that record ``|output| / |input|`` per sample, averaged over
+    the batch, into the returned dict (one list per layer); remove the returned handles when done."""
+    from symkit.nn import BiLinear
+
+    ratios: dict[str, list[float]] = {}
+
+    def hook(name):
+        def record(module, inputs, output):
+            ratio = output.detach().norm(dim=-1) / inputs[0].detach().norm(dim=-1).clamp_min(1e-12)
+            ratios[name].append(float(ratio.mean()))
+        return record
+
+    handles = []
+    for name, module in net.named_modules():
+        if isinstance(module, BiLinear):
+            ratios[name] = []
+            handles.append(module.register_forward_hook(hook(name)))
+    return ratios, handles
+
+
 def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | None = None,
                  to_features=None) -> dict[str, float]:
     """Counts of how ``episodes`` stochastic episodes of ``model`` in ``env`` ended, the mean |action|, the share of
     the deterministic actions' energy that ``projection`` keeps (of their ``to_features``), the mean standard
     deviation of the policy over the visited states, and the mean critic value ``min(Q1, Q2)`` of the actions taken
-    beside the mean discounted return that followed them (module docstring)."""
+    beside the mean discounted return that followed them, and the critics' largest bilinear ratio (module docstring;
+    NaN without bilinear layers)."""
     import mujoco
 
     low, high = env.unwrapped._healthy_z_range
@@ -59,6 +82,7 @@ def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | 
     height = 2 if free else 1  # a free root joint's qpos is x, y, z, ...; a planar robot's x, z, angle
     counts = {"above": 0, "below": 0, "other": 0, "time limit": 0}
     actions, stds, kept, energy, values, returns = [], [], 0.0, 0.0, [], []
+    ratios, handles = bilinear_ratios(model.critic)
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
         qs, rewards = [], []
@@ -91,10 +115,13 @@ def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | 
             counts["below"] += 1
         else:
             counts["other"] += 1
+    for handle in handles:
+        handle.remove()
     return {**counts, "mean |action|": float(np.mean(actions)), "policy std": float(np.mean(stds)),
             "invariant share": kept / energy if energy > 0 else float("nan"),
             "critic value": float(np.mean(values)) if values else float("nan"),
-            "return that followed": float(np.mean(returns)) if returns else float("nan")}
+            "return that followed": float(np.mean(returns)) if returns else float("nan"),
+            "critic bilinear ratio": max((float(np.mean(r)) for r in ratios.values() if r), default=float("nan"))}
 
 
 def main() -> None:
@@ -117,8 +144,8 @@ def main() -> None:
     low, high = env.unwrapped._healthy_z_range
     print(f"{p.name}: how {args.episodes} stochastic episodes end (healthy torso height {low:g}..{high:g})")
     print("| run | steps | above | below | other | time limit | mean abs action | invariant share | policy std "
-          "| critic value | return that followed |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| critic value | return that followed | critic bilinear ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     defaults = {k: getattr(SACConfig(), k) for k in NETWORK_FIELDS}
     projection = invariant_projection(p)
     signs = p.signs("matched")[1] if any(p.sign_flips) else np.ones(p.action_size)
@@ -139,7 +166,8 @@ def main() -> None:
                             to_features)
         print(f"| {label} | {done:,} | {ends['above']} | {ends['below']} | {ends['other']} | {ends['time limit']} "
               f"| {ends['mean |action|']:.2f} | {ends['invariant share']:.2f} | {ends['policy std']:.3f} "
-              f"| {ends['critic value']:.1f} | {ends['return that followed']:.1f} |", flush=True)
+              f"| {ends['critic value']:.1f} | {ends['return that followed']:.1f} "
+              f"| {ends['critic bilinear ratio']:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -50,3 +50,25 @@ def test_episode_ends_counts_every_episode_and_values_the_actions_taken():
     assert out["above"] + out["below"] + out["other"] + out["time limit"] == 3
     assert 0 < out["mean |action|"] <= 1 and 0 < out["policy std"]
     assert abs(out["critic value"]) < 1 < out["return that followed"]
+    assert np.isnan(out["critic bilinear ratio"])  # ReLU MLP critics have no bilinear layers
+
+
+def test_the_bilinear_ratio_is_the_layers_output_over_input_norm():
+    """The hooks record ``|scale W(h) h| / |h|``: it grows in proportion to ``|h|`` (the layer is quadratic) and to
+    the scale, the reason an RPP critic whose activations grow can become dominated by its bilinear terms."""
+    import torch
+
+    from symkit.nn import BiLinear
+
+    p = PRESETS["Ant"]
+    layer = BiLinear(p.state_rep, scale=0.03)
+    ratios, handles = ends.bilinear_ratios(torch.nn.Sequential(layer))
+    h = torch.randn(16, p.state_rep.size, generator=torch.Generator().manual_seed(0))
+    for factor in (1.0, 10.0):
+        layer(factor * h)
+    small, large = ratios["0"]
+    assert large == pytest.approx(10 * small, rel=1e-5) and 0 < small
+    for handle in handles:
+        handle.remove()
+    layer(h)
+    assert len(ratios["0"]) == 2  # removed hooks record nothing

@@ -7,10 +7,11 @@ a finite group's invariant part (for Ant: all legs together, in matched joint si
 symmetric part), the policy's mean standard deviation over the visited states, and how the critics' value of the
 actions taken (the smaller of SAC's two Q estimates) compares with what followed: the discounted return from each
 step (discount 0.99, SAC's), over the steps whose return is known to within 5% (every step of an episode that
-terminated; a time-limited episode's but its last 300); for critics with bilinear layers, the largest of their
+terminated; a time-limited episode's but its last 300), over all of them and over the episodes that ended early
+(terminated, where a misjudged ending shows); for critics with bilinear layers, the largest of their
 layers' mean output-to-input norm ratio (``|scale W(h) h| / |h|``) over those evaluations.
 
-    .venv/bin/python benchmarks/rl_episode_ends.py [--env Ant] [--episodes 10] [--seed 300]
+    .venv/bin/python benchmarks/rl_episode_ends.py [--env Ant] [--episodes 10] [--seed 300] [--runs 'Ant-rpp-*']
 
 Not a timing: it reads saved policies (``sac.zip``), one thread, about a second per 1,000 steps.
 """
@@ -68,20 +69,26 @@ def bilinear_ratios(net: torch.nn.Module) -> tuple[dict[str, list[float]], list]
     return ratios, handles
 
 
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else float("nan")
+
+
 def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | None = None,
                  to_features=None) -> dict[str, float]:
     """Counts of how ``episodes`` stochastic episodes of ``model`` in ``env`` ended, the mean |action|, the share of
     the deterministic actions' energy that ``projection`` keeps (of their ``to_features``), the mean standard
     deviation of the policy over the visited states, and the mean critic value ``min(Q1, Q2)`` of the actions taken
-    beside the mean discounted return that followed them, and the critics' largest bilinear ratio (module docstring;
-    NaN without bilinear layers)."""
+    beside the mean discounted return that followed them (over all episodes, and over those that ended early), and
+    the critics' largest bilinear ratio (module docstring; NaN without bilinear layers)."""
     import mujoco
 
     low, high = env.unwrapped._healthy_z_range
     free = env.unwrapped.model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE
     height = 2 if free else 1  # a free root joint's qpos is x, y, z, ...; a planar robot's x, z, angle
     counts = {"above": 0, "below": 0, "other": 0, "time limit": 0}
-    actions, stds, kept, energy, values, returns = [], [], 0.0, 0.0, [], []
+    actions, stds, kept, energy = [], [], 0.0, 0.0
+    values: dict[bool, list[float]] = {True: [], False: []}  # by whether the episode ended early (terminated)
+    returns: dict[bool, list[float]] = {True: [], False: []}
     ratios, handles = bilinear_ratios(model.critic)
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
@@ -104,8 +111,8 @@ def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | 
             if terminated or truncated:
                 break
         known = len(rewards) if terminated else max(len(rewards) - UNKNOWN_TAIL, 0)
-        values += qs[:known]
-        returns += list(returns_to_go(rewards)[:known])
+        values[terminated] += qs[:known]
+        returns[terminated] += list(returns_to_go(rewards)[:known])
         z = float(env.unwrapped.data.qpos[height])
         if not terminated:
             counts["time limit"] += 1
@@ -119,8 +126,9 @@ def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | 
         handle.remove()
     return {**counts, "mean |action|": float(np.mean(actions)), "policy std": float(np.mean(stds)),
             "invariant share": kept / energy if energy > 0 else float("nan"),
-            "critic value": float(np.mean(values)) if values else float("nan"),
-            "return that followed": float(np.mean(returns)) if returns else float("nan"),
+            "critic value": _mean(values[True] + values[False]),
+            "return that followed": _mean(returns[True] + returns[False]),
+            "critic value, ended early": _mean(values[True]), "return that followed, ended early": _mean(returns[True]),
             "critic bilinear ratio": max((float(np.mean(r)) for r in ratios.values() if r), default=float("nan"))}
 
 
@@ -129,6 +137,7 @@ def main() -> None:
     parser.add_argument("--env", default="Ant", help="a symkit.rl preset (default Ant)")
     parser.add_argument("--episodes", type=int, default=10, help="episodes per run (default 10)")
     parser.add_argument("--seed", type=int, default=300, help="the first episode's reset seed (default 300)")
+    parser.add_argument("--runs", default=None, help="a glob of the run folders to read (default: '<env>-*')")
     args = parser.parse_args()
     from stable_baselines3 import SAC
 
@@ -144,7 +153,7 @@ def main() -> None:
     low, high = env.unwrapped._healthy_z_range
     print(f"{p.name}: how {args.episodes} stochastic episodes end (healthy torso height {low:g}..{high:g})")
     print("| run | steps | above | below | other | time limit | mean abs action | invariant share | policy std "
-          "| critic value | return that followed | critic bilinear ratio |")
+          "| critic value / return that followed | the same, episodes that ended early | critic bilinear ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     defaults = {k: getattr(SACConfig(), k) for k in NETWORK_FIELDS}
     projection = invariant_projection(p)
@@ -153,7 +162,10 @@ def main() -> None:
     def to_features(action):
         return signs * p.action_features(action)
 
-    for folder in sorted(root.glob(f"{p.name}-*")):
+    pattern = args.runs or f"{p.name}-*"
+    if not pattern.startswith(f"{p.name}-"):
+        parser.error(f"--runs {pattern!r}: a glob of {p.name}'s run folders, starting '{p.name}-'")
+    for folder in sorted(root.glob(pattern)):
         config_file, curve_file = folder / "config.json", folder / "curve.json"
         if not (config_file.exists() and curve_file.exists() and (folder / "sac.zip").exists()):
             continue
@@ -166,7 +178,8 @@ def main() -> None:
                             to_features)
         print(f"| {label} | {done:,} | {ends['above']} | {ends['below']} | {ends['other']} | {ends['time limit']} "
               f"| {ends['mean |action|']:.2f} | {ends['invariant share']:.2f} | {ends['policy std']:.3f} "
-              f"| {ends['critic value']:.1f} | {ends['return that followed']:.1f} "
+              f"| {ends['critic value']:.1f} / {ends['return that followed']:.1f} "
+              f"| {ends['critic value, ended early']:.1f} / {ends['return that followed, ended early']:.1f} "
               f"| {ends['critic bilinear ratio']:.2f} |", flush=True)
 
 

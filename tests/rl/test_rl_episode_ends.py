@@ -50,6 +50,10 @@ def test_episode_ends_counts_every_episode_and_values_the_actions_taken():
     assert out["above"] + out["below"] + out["other"] + out["time limit"] == 3
     assert 0 < out["mean |action|"] <= 1 and 0 < out["policy std"]
     assert abs(out["critic value"]) < 1 < out["return that followed"]
+    if out["time limit"] < 3:  # some episode ended early: its steps are in both means
+        assert abs(out["critic value, ended early"]) < 1 < out["return that followed, ended early"]
+    else:
+        assert np.isnan(out["critic value, ended early"])
     assert np.isnan(out["critic bilinear ratio"])  # ReLU MLP critics have no bilinear layers
 
 

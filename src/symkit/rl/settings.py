@@ -4,6 +4,8 @@ validates and reports its configs with them."""
 
 from __future__ import annotations
 
+from symkit._checks import check_number
+
 __all__ = ["KINDS", "MLP_KINDS", "network_kinds", "HIDDEN", "STD_PARAMS", "JOINT_SIGNS", "TORSO", "RL_BILINEAR_SCALE",
            "RL_TARGET_ENTROPY_SCALE", "RPP_BETAS", "check_beta1"]
 
@@ -47,9 +49,11 @@ RPP_BETAS = (0.5, 0.999)
 
 
 def check_beta1(where: str, beta1: float) -> float:
-    """``beta1`` as a float if it is a valid first Adam beta (``0 <= beta1 < 1``); else a ValueError naming
+    """``beta1`` as a float if it is a valid first Adam beta (``0 <= beta1 < 1``); else the error of
+    :func:`symkit._checks.check_number` (wrong type, negative, not finite) or a ValueError (1 or more), naming
     ``where``."""
-    if isinstance(beta1, bool) or not isinstance(beta1, int | float) or not 0 <= beta1 < 1:
-        raise ValueError(f"{where}: rpp_beta1 (the RPP networks' first Adam beta) must be a number in [0, 1), "
-                         f"got {beta1!r}")
-    return float(beta1)
+    what = f"{where}: rpp_beta1 (the RPP networks' first Adam beta)"
+    value = check_number(what, beta1)
+    if value >= 1:
+        raise ValueError(f"{what} must be a number in [0, 1), got {beta1!r}")
+    return value

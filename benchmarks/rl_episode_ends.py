@@ -95,11 +95,11 @@ def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | 
         qs, rewards = [], []
         while True:
             with torch.no_grad():
-                _, log_std, _ = model.policy.actor.get_action_dist_params(
+                mu, log_std, _ = model.policy.actor.get_action_dist_params(
                     torch.as_tensor(obs, dtype=torch.float32)[None])
             stds.append(float(log_std.exp().mean()))
-            if projection is not None:
-                mean = to_features(model.predict(obs, deterministic=True)[0])
+            if projection is not None:  # the deterministic action, squashed and scaled as predict gives it
+                mean = to_features(model.policy.unscale_action(np.tanh(mu[0].numpy())))
                 kept, energy = kept + float(np.sum((projection @ mean) ** 2)), energy + float(np.sum(mean ** 2))
             action, _ = model.predict(obs, deterministic=False)
             actions.append(np.abs(action).mean())

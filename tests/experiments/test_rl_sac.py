@@ -90,6 +90,9 @@ def test_the_config_checks():
     with pytest.raises(ValueError, match="rpp_beta1='0.9' .* expected float, got str"):
         exp.check_config(exp.make_config(quick=True, rpp_beta1="0.9"))
     exp.check_config(exp.make_config(quick=True, rpp_beta1=0.9))
+    with pytest.raises(ValueError, match="rpp_basic_init"):
+        exp.check_config(exp.make_config(quick=True, rpp_basic_init=-1.0))
+    exp.check_config(exp.make_config(quick=True, rpp_basic_init=1.0))
 
 
 def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error():
@@ -172,7 +175,8 @@ def test_runs_stored_before_the_new_settings_keep_their_identity_and_checkpoints
     monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
     exp = get_experiment("rl-sac")
     legacy = {"bilinear_scale": [0.1], "hidden": ["uniform"], "target_entropy_scale": [1.0], "std_param": ["exp"],
-              "joint_signs": ["raw"], "torso": ["scalars"], "rpp_beta1": [0.5]}
+              "joint_signs": ["raw"], "torso": ["scalars"], "rpp_beta1": [0.5],
+              "rpp_basic_init": [1e-3]}
     (spec,) = plan(exp, quick=True, seeds=[0], settings={"env": ["Hopper"], "model": ["rpp"], **legacy})
     stored = {k: v for k, v in dataclasses.asdict(exp.make_config(quick=True, env="Hopper", model="rpp")).items()
               if k not in legacy}  # a config as stored before the three settings existed
@@ -180,7 +184,7 @@ def test_runs_stored_before_the_new_settings_keep_their_identity_and_checkpoints
     (new,) = plan(exp, quick=True, seeds=[0], settings={"env": ["Hopper"], "model": ["rpp"]})
     assert new.config_hash != spec.config_hash and new.config["hidden"] == "rl-code"
     assert "joint_signs" not in new.config  # "raw", the signs of every run stored before the setting: same hash
-    assert "torso" not in new.config and "rpp_beta1" not in new.config  # "scalars" and 0.5, likewise
+    assert not {"torso", "rpp_beta1", "rpp_basic_init"} & set(new.config)  # "scalars", 0.5, 1e-3: likewise
     old_folder = checkpoint_dir(exp.make_config(quick=True, env="Hopper", model="rpp", bilinear_scale=0.1,
                                                 hidden="uniform", target_entropy_scale=1.0, std_param="exp"))
     digest = hashlib.sha1(json.dumps(stored, sort_keys=True).encode()).hexdigest()[:10]  # the folder's name then
@@ -354,9 +358,12 @@ def test_joint_signs_and_torso_are_equivariant_settings_compared_with_the_same_m
     rows = [row("relu-mlp", [800, 900, 850]), row("rpp", [100, 90, 60], **net),
             row("rpp", [1200, 1300, 1250], **net, joint_signs="matched"),
             row("rpp", [700, 1000, 850], **net, joint_signs="matched", torso="turned"),
-            row("rpp", [700, 1000, 850], **net, joint_signs="matched", torso="turned", rpp_beta1=0.9)]
-    raw, matched, beta, turned = comparisons(rows)  # in the order of their settings text
+            row("rpp", [700, 1000, 850], **net, joint_signs="matched", torso="turned", rpp_beta1=0.9),
+            row("rpp-policy", [850, 800, 900], **net, rpp_basic_init=1.0)]
+    raw, matched, beta, turned, basic = comparisons(rows)  # by model, then in the order of their settings text
     assert (raw["against"], matched["against"], turned["against"], beta["against"]) == ("relu-mlp",) * 4
+    assert basic["against"] == "relu-mlp" and basic["outcome"] == "level" and basic["settings"] == (
+        "bilinear 0.03, rl-code hidden, RPP flexible paths start at 1, entropy -0.5 dim A, softplus std")
     assert beta["settings"] == ("bilinear 0.03, rl-code hidden, matched joint signs, turned torso, RPP Adam beta1 "
                                 "0.9, entropy -0.5 dim A, softplus std")
     assert raw["settings"] == "bilinear 0.03, rl-code hidden, entropy -0.5 dim A, softplus std"

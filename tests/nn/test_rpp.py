@@ -56,6 +56,40 @@ def test_rpp_with_zero_flexible_path_is_exactly_equivariant():
     assert equivariant_fraction(model) == pytest.approx(1.0)
 
 
+
+def test_the_flexible_paths_initial_scale_is_a_setting():
+    """``basic_init_scale`` scales every flexible path's initial draw (the same draw: the RNG is used alike), the
+    gated residual weights start at it, 0 starts the network exactly equivariant, and a reset keeps it."""
+    G = O(3)
+    nets = {}
+    for scale in (1e-3, 1.0, 0.0):
+        torch.manual_seed(0)
+        nets[scale] = RPPEMLP(2 * V(G), V(G), G, ch=24, num_layers=2, dtype=torch.float64, basic_init_scale=scale)
+    small, large, zero = (dict(nets[s].named_parameters()) for s in (1e-3, 1.0, 0.0))
+    flexible = [n for n in small if ".basic." in n or n.endswith("basic")]
+    assert len(flexible) == 2 * 2 + 2 + 2  # two blocks' linear (weight, bias) and nonlinearity, the head's linear
+    for name in flexible:
+        assert torch.allclose(large[name] * 1e-3, small[name], rtol=1e-12, atol=0), name
+        assert not zero[name].any(), name
+    for name in small:
+        if name not in flexible:  # the equivariant paths are drawn as before
+            assert torch.equal(small[name], large[name]), name
+    for block in nets[1.0].blocks:
+        assert torch.equal(block.nonlinearity.basic, torch.ones_like(block.nonlinearity.basic))
+    assert equivariant_fraction(nets[0.0]) == 1.0 and equivariant_fraction(nets[1.0]) < 0.9
+    x = torch.randn(5, 6, dtype=torch.float64)
+    for g in G.samples(2, seed=1):
+        R_in, R_out = torch.as_tensor((2 * V(G)).rho(g)), torch.as_tensor(V(G).rho(g))
+        assert torch.allclose(nets[0.0](x @ R_in.T), nets[0.0](x) @ R_out.T, atol=1e-12)
+    nets[1.0].reset_parameters()
+    assert nets[1.0].blocks[0].nonlinearity.basic.eq(1.0).all()
+    for bad, error in ((-0.1, ValueError), (float("nan"), ValueError), ("1", TypeError)):
+        with pytest.raises(error, match="basic_init_scale"):
+            RPPLinear(V(G), V(G), basic_init_scale=bad)
+        with pytest.raises(error, match="basic_init_scale"):
+            RPPGatedNonlinearity(V(G), basic_init_scale=bad)
+
+
 @torch.no_grad()
 def test_rpp_penalty_is_the_gaussian_negative_log_prior():
     G = O(3)

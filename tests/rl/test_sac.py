@@ -14,7 +14,7 @@ pytest.importorskip("stable_baselines3")
 from rl_ant_legs import ant_relabelling  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
-from symkit.nn import EquivariantLinear  # noqa: E402
+from symkit.nn import EquivariantLinear, equivariant_fraction  # noqa: E402
 from symkit.nn._weight_cache import WeightCache  # noqa: E402
 from symkit.rl import PRESETS  # noqa: E402
 from symkit.rl.sac import (  # noqa: E402
@@ -230,6 +230,16 @@ def test_rpp_in_the_policy_only_has_an_rpp_actor_and_the_baselines_critics(tmp_p
     adam.save(tmp_path / "adam.zip")
     loaded = SAC.load(tmp_path / "adam.zip", env=Monitor(p.make_env())).policy
     assert loaded.rpp_beta1 == 0.9 and loaded.actor.optimizer.param_groups[0]["betas"] == (0.9, 0.999)
+    _, drawn_alike = _sac("Walker2d", "rpp-policy", rpp_basic_init=1.0)  # the actor's flexible paths start large
+    assert equivariant_fraction(drawn_alike.policy.actor) < 0.9 < equivariant_fraction(adam.policy.actor)  # untrained
+    critic = [q.shape for q in drawn_alike.policy.critic.parameters()]
+    assert critic == [q.shape for q in relu.policy.critic.parameters()]  # MLP critics: nothing to start
+    drawn_alike.save(tmp_path / "alike.zip")
+    loaded = SAC.load(tmp_path / "alike.zip", env=Monitor(p.make_env())).policy
+    assert loaded.symkit_kwargs["rpp_basic_init"] == 1.0
+    assert equivariant_fraction(loaded.actor) == equivariant_fraction(drawn_alike.policy.actor)
+    with pytest.raises(ValueError, match="rpp_basic_init"):
+        _sac("Walker2d", "rpp", rpp_basic_init=-1.0)
 
 
 def test_the_rl_codes_hidden_reps_and_target_entropy(tmp_path):

@@ -54,6 +54,7 @@ from symkit._locks import exclusive, holder
 from symkit._text import count
 from symkit.experiments.fields import Count, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, Unfinished, register
+from symkit.nn.rpp import BASIC_INIT_SCALE
 from symkit.rl.presets import PRESETS, preset, simulator_versions
 from symkit.rl.replay import replay_file
 from symkit.rl.settings import (
@@ -79,16 +80,16 @@ BUDGET_FIELDS = ("steps", "checkpoint_every")
 #: settings added after runs were stored, with the value those runs had (:attr:`Experiment.legacy`): emlp's bilinear
 #: scale, symkit's uniform hidden reps, stable-baselines3's target entropy ``-|A|`` and ``exp`` standard deviation,
 #: the environment's joint signs (``raw``, also the default: runs of it keep their identity and folders) and Table
-#: A.10's scalar torso and the RPP's Adam beta 0.5 (both also the defaults)
+#: A.10's scalar torso, the RPP's Adam beta 0.5 and its flexible paths' initial scale 1e-3 (all also the defaults)
 LEGACY = {"bilinear_scale": 0.1, "hidden": "uniform", "target_entropy_scale": 1.0, "std_param": "exp",
-          "joint_signs": "raw", "torso": "scalars", "rpp_beta1": RPP_BETAS[0]}
+          "joint_signs": "raw", "torso": "scalars", "rpp_beta1": RPP_BETAS[0], "rpp_basic_init": BASIC_INIT_SCALE}
 #: the report's verdict (:func:`comparisons`): an equivariant model is ahead of (behind) the MLP run with the same
 #: settings when its late return is higher (lower) with Welch's one-sided p-value below ``SIGNIFICANCE``, with at
 #: least ``MIN_SEEDS`` seeds on each side; otherwise level
 SIGNIFICANCE = 0.05
 MIN_SEEDS = 3
 #: settings of the equivariant networks alone: an MLP run is the baseline of every value of them
-NETWORK_FIELDS = ("bilinear_scale", "hidden", "joint_signs", "torso", "rpp_beta1")
+NETWORK_FIELDS = ("bilinear_scale", "hidden", "joint_signs", "torso", "rpp_beta1", "rpp_basic_init")
 
 
 @dataclass
@@ -118,6 +119,8 @@ class SACConfig:
     torso: str = "scalars"  # "turned": Ant's torso orientation and angular velocity turn with the leg cycle (with
     # joint_signs=matched an exact symmetry); the equivariant networks' alone, an MLP sees Table A.10's layout
     rpp_beta1: NonNegative = RPP_BETAS[0]  # the RPP networks' first Adam beta (the thesis's 0.5; Adam's own: 0.9)
+    rpp_basic_init: NonNegative = BASIC_INIT_SCALE  # the RPP networks' flexible paths' initial scale relative to
+    # their equivariant paths' (the RPP code's 1e-3: nearly exactly equivariant at first; 1: both drawn alike)
     eval_every: Count = 10_000
     eval_episodes: Count = 10
     checkpoint_every: Count = 50_000
@@ -233,6 +236,7 @@ def run(config: SACConfig) -> dict[str, Any]:
             max_grad_norm=config.max_grad_norm, bilinear_scale=config.bilinear_scale, hidden=config.hidden,
             target_entropy_scale=config.target_entropy_scale, std_param=config.std_param,
             joint_signs=config.joint_signs, torso=config.torso, rpp_beta1=config.rpp_beta1,
+            rpp_basic_init=config.rpp_basic_init,
             keep_replay=config.steps < FULL_STEPS)
     updates = steps - learning_starts
     return {
@@ -267,8 +271,10 @@ def _settings(config: Mapping[str, Any]) -> str:
     signs = [] if value["joint_signs"] == "raw" else [f"{value['joint_signs']} joint signs"]
     torso = [] if value["torso"] == "scalars" else [f"{value['torso']} torso"]
     beta1 = [] if value["rpp_beta1"] == RPP_BETAS[0] else [f"RPP Adam beta1 {value['rpp_beta1']:g}"]
+    basic = ([] if value["rpp_basic_init"] == BASIC_INIT_SCALE
+             else [f"RPP flexible paths start at {value['rpp_basic_init']:g}"])
     parts = [] if config.get("model") in MLP_KINDS else [f"bilinear {value['bilinear_scale']:g}",
-                                                          f"{value['hidden']} hidden", *signs, *torso, *beta1]
+                                                          f"{value['hidden']} hidden", *signs, *torso, *beta1, *basic]
     return ", ".join([*parts, f"entropy -{value['target_entropy_scale']:g} dim A", f"{value['std_param']} std"])
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from symkit._checks import check_number
 from symkit.groups.base import Group
 from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import Resettable, factory
@@ -54,19 +55,21 @@ BASIC_INIT_SCALE = 1e-3
 class RPPLinear(Resettable, Equivariant, WeightCache, nn.Module):
     """``y = (A + B) x + a + b``: an equivariant linear layer (``A``, ``a``) plus a flexible one (``B``, ``b``):
     dense, or with ``subgroup=H`` an equivariant layer of ``H`` (reps restricted by :meth:`Rep.restrict`). The
-    flexible path starts at ``BASIC_INIT_SCALE`` times the equivariant path's scale."""
+    flexible path starts at ``basic_init_scale`` (default ``BASIC_INIT_SCALE``) times the equivariant path's scale:
+    1 draws both paths alike, 0 starts the layer exactly equivariant."""
 
     def __init__(self, rep_in: Rep, rep_out: Rep, subgroup: Group | None = None, device: Any = None,
-                 dtype: torch.dtype | None = None) -> None:
+                 dtype: torch.dtype | None = None, basic_init_scale: float = BASIC_INIT_SCALE) -> None:
         super().__init__()
         f = factory(device, dtype)
+        scale = check_number("RPPLinear: basic_init_scale", basic_init_scale)
         # both paths are read as weights and fused into one matmul (forward), so no irreducible form is built
         self.equivariant = EquivariantLinear(rep_in, rep_out, **f, irreps=False)
         self.subgroup = subgroup
         if subgroup is None:
             basic = nn.Linear(rep_in.size, rep_out.size, dtype=f["dtype"])  # initialised on the CPU, then moved
             with torch.no_grad():
-                basic.weight.normal_(0.0, BASIC_INIT_SCALE / math.sqrt(max(rep_in.size, 1)))
+                basic.weight.normal_(0.0, scale / math.sqrt(max(rep_in.size, 1)))
                 basic.bias.zero_()
             self.basic = basic.to(f["device"])
         else:
@@ -75,7 +78,7 @@ class RPPLinear(Resettable, Equivariant, WeightCache, nn.Module):
             self.basic = EquivariantLinear(rep_in.restrict(subgroup), rep_out.restrict(subgroup), **f, irreps=False)
             with torch.no_grad():
                 for p in self.basic.weight_basis.parameters():
-                    p.mul_(BASIC_INIT_SCALE)
+                    p.mul_(scale)
 
     @property
     def rep_in(self) -> Rep:
@@ -99,13 +102,16 @@ class RPPLinear(Resettable, Equivariant, WeightCache, nn.Module):
 
 class RPPGatedNonlinearity(Resettable, Equivariant, nn.Module):
     """The gated nonlinearity plus a non-equivariant residual ``w * swish(v)`` with a per-channel weight ``w``
-    (footnote 1 of ch. 3: gates do not reduce to swish, so the flexible path gets its own pointwise term)."""
+    (footnote 1 of ch. 3: gates do not reduce to swish, so the flexible path gets its own pointwise term); ``w``
+    starts at ``basic_init_scale``."""
 
-    def __init__(self, rep: Rep, device: Any = None, dtype: torch.dtype | None = None) -> None:
+    def __init__(self, rep: Rep, device: Any = None, dtype: torch.dtype | None = None,
+                 basic_init_scale: float = BASIC_INIT_SCALE) -> None:
         super().__init__()
         f = factory(device, dtype)
+        scale = check_number("RPPGatedNonlinearity: basic_init_scale", basic_init_scale)
         self.gated = GatedNonlinearity(rep, device=device)
-        self.basic = nn.Parameter(torch.full((rep.size,), BASIC_INIT_SCALE, **f))
+        self.basic = nn.Parameter(torch.full((rep.size,), scale, **f))
 
     @property
     def rep_in(self) -> Rep:
@@ -123,11 +129,14 @@ class RPPGatedNonlinearity(Resettable, Equivariant, nn.Module):
 
 class _RPPBlock(Equivariant, nn.Module):
     def __init__(self, rep_in: Rep, rep_out: Rep, subgroup: Group | None = None, device: Any = None,
-                 dtype: torch.dtype | None = None, bilinear_scale: float = 0.1) -> None:
+                 dtype: torch.dtype | None = None, bilinear_scale: float = 0.1,
+                 basic_init_scale: float = BASIC_INIT_SCALE) -> None:
         super().__init__()
-        self.linear = RPPLinear(rep_in, gated(rep_out), subgroup, device=device, dtype=dtype)
+        self.linear = RPPLinear(rep_in, gated(rep_out), subgroup, device=device, dtype=dtype,
+                                basic_init_scale=basic_init_scale)
         self.bilinear = BiLinear(gated(rep_out), scale=bilinear_scale, device=device, dtype=dtype)
-        self.nonlinearity = (RPPGatedNonlinearity(rep_out, device=device, dtype=dtype) if subgroup is None
+        self.nonlinearity = (RPPGatedNonlinearity(rep_out, device=device, dtype=dtype,
+                                                  basic_init_scale=basic_init_scale) if subgroup is None
                              else GatedNonlinearity(rep_out, device=device))
 
     @property
@@ -147,7 +156,9 @@ class RPPEMLP(Resettable, Equivariant, nn.Module):
     """An EMLP whose every layer has a residual flexible path (RPP-EMLP, Sec. 3.4): unconstrained, or with
     ``subgroup=H`` equivariant under ``H`` (the model is then exactly ``H``-equivariant, softly ``group``-
     equivariant). Train it with ``loss = sum of negative log likelihoods + rpp_penalty(model, sigma_a, sigma_b)``.
-    ``bilinear_scale`` multiplies the bilinear layers' outputs (:class:`BiLinear`'s ``scale``)."""
+    ``bilinear_scale`` multiplies the bilinear layers' outputs (:class:`BiLinear`'s ``scale``);
+    ``basic_init_scale`` is the flexible paths' initial scale relative to the equivariant ones (:class:`RPPLinear`,
+    the gated nonlinearities' residual weights)."""
 
     def __init__(
         self,
@@ -160,6 +171,7 @@ class RPPEMLP(Resettable, Equivariant, nn.Module):
         device: Any = None,
         dtype: torch.dtype | None = None,
         bilinear_scale: float = 0.1,
+        basic_init_scale: float = BASIC_INIT_SCALE,
     ) -> None:
         super().__init__()
         rep_in, rep_out = model_reps(rep_in, rep_out, group, who="RPPEMLP")
@@ -167,9 +179,10 @@ class RPPEMLP(Resettable, Equivariant, nn.Module):
         self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
         self.in_features, self.out_features = rep_in.size, rep_out.size
         self.subgroup = subgroup
-        self.blocks = nn.Sequential(*[_RPPBlock(a, b, subgroup, device, dtype, bilinear_scale)
+        self.blocks = nn.Sequential(*[_RPPBlock(a, b, subgroup, device, dtype, bilinear_scale, basic_init_scale)
                                       for a, b in zip(reps, reps[1:])])
-        self.head = RPPLinear(reps[-1], rep_out, subgroup, device=device, dtype=dtype)
+        self.head = RPPLinear(reps[-1], rep_out, subgroup, device=device, dtype=dtype,
+                              basic_init_scale=basic_init_scale)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(lambda: f"RPPEMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.in_features)

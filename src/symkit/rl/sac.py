@@ -64,7 +64,7 @@ from symkit._locks import exclusive
 from symkit._stopping import deferred_stop
 from symkit.nn import EMLP, MLP, RPPEMLP
 from symkit.nn._weight_cache import WeightCache
-from symkit.nn.rpp import RPPGatedNonlinearity, RPPLinear
+from symkit.nn.rpp import BASIC_INIT_SCALE, RPPGatedNonlinearity, RPPLinear
 from symkit.progress import progress_bar
 from symkit.reps import Scalar
 from symkit.rl.presets import LocomotionPreset, preset
@@ -147,12 +147,14 @@ def _torso_of(net_kind: str, torso: str) -> str:
 
 
 def _network(kind: str, p: LocomotionPreset, rep_in: Any, rep_out: Any, ch: int, num_layers: int,
-             bilinear_scale: float, hidden: str) -> nn.Module:
+             bilinear_scale: float, hidden: str, rpp_basic_init: float) -> nn.Module:
     if kind in MLP_KINDS:
         return MLP(rep_in.size, rep_out.size, ch=ch, num_layers=num_layers, activation=MLP_KINDS[kind])
-    cls = EMLP if kind == "emlp" else RPPEMLP
     rep = rl_code_hidden_rep(p, ch) if hidden == "rl-code" else hidden_rep(p.group, ch)
-    return cls(rep_in, rep_out, p.group, ch=rep, num_layers=num_layers, bilinear_scale=bilinear_scale)
+    if kind == "emlp":
+        return EMLP(rep_in, rep_out, p.group, ch=rep, num_layers=num_layers, bilinear_scale=bilinear_scale)
+    return RPPEMLP(rep_in, rep_out, p.group, ch=rep, num_layers=num_layers, bilinear_scale=bilinear_scale,
+                   basic_init_scale=rpp_basic_init)
 
 
 class _Select(nn.Module):
@@ -188,12 +190,12 @@ class SymmetricActor(Actor):
 
     def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
                  hidden: str, std_param: str, head_scale: float, joint_signs: str = "raw", torso: str = "scalars",
-                 **kwargs: Any) -> None:
+                 rpp_basic_init: float = BASIC_INIT_SCALE, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         p = preset(preset_name).with_torso(_torso_of(network_kinds(kind)[0], torso), joint_signs)
         da = p.action_size
         net = _network(network_kinds(kind)[0], p, p.state_rep, p.action_rep + p.action_scale_rep, ch, num_layers,
-                       bilinear_scale, hidden)
+                       bilinear_scale, hidden, rpp_basic_init)
         self.latent_pi = scale_last_layer(net, head_scale)
         order = list(p.action_order) if p.action_order is not None else list(range(da))
         inverse = list(np.argsort(order))  # rep layout -> environment order
@@ -207,14 +209,15 @@ class SymmetricCritic(ContinuousCritic):
     """SAC's ``n_critics`` Q-functions, each a network ``state rep + action rep -> Scalar``."""
 
     def __init__(self, *args: Any, preset_name: str, kind: str, ch: int, num_layers: int, bilinear_scale: float,
-                 hidden: str, joint_signs: str = "raw", torso: str = "scalars", **kwargs: Any) -> None:
+                 hidden: str, joint_signs: str = "raw", torso: str = "scalars",
+                 rpp_basic_init: float = BASIC_INIT_SCALE, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         p = preset(preset_name).with_torso(_torso_of(network_kinds(kind)[1], torso), joint_signs)
         order = list(p.action_order) if p.action_order is not None else list(range(p.action_size))
         self.q_networks = []
         for idx in range(self.n_critics):
             net = _network(network_kinds(kind)[1], p, p.state_rep + p.action_rep, Scalar, ch, num_layers,
-                           bilinear_scale, hidden)
+                           bilinear_scale, hidden, rpp_basic_init)
             q = _QNet(net, p.state_size, order, p.signs(joint_signs)[1])
             self.add_module(f"qf{idx}", q)
             self.q_networks.append(q)
@@ -286,13 +289,15 @@ class SymmetricSACPolicy(SACPolicy):
     network's state and action features; an MLP is indifferent to it up to its initialisation's draw);
     ``torso``: :data:`~symkit.rl.settings.TORSO`, ``"scalars"`` (Table A.10's) or ``"turned"``
     (:meth:`~symkit.rl.presets.LocomotionPreset.with_torso`: Ant's torso orientation and angular velocity in the
-    leg cycle's frame, with ``joint_signs="matched"`` an exact symmetry)."""
+    leg cycle's frame, with ``joint_signs="matched"`` an exact symmetry); ``rpp_basic_init``: the RPP networks'
+    flexible paths' initial scale relative to their equivariant paths' (``BASIC_INIT_SCALE``, 1e-3, the RPP code's;
+    1: both paths drawn alike)."""
 
     def __init__(self, *args: Any, preset_name: str = "Hopper", kind: str = "rpp", ch: int = 256,
                  num_layers: int = 2, head_scale: float = 0.01, equivariant_wd: float = 0.0,
                  basic_wd: float = 1e-6, max_grad_norm: float = 0.5, bilinear_scale: float = 0.1,
                  hidden: str = "uniform", std_param: str = "exp", joint_signs: str = "raw", torso: str = "scalars",
-                 rpp_beta1: float = RPP_BETAS[0], **kwargs: Any) -> None:
+                 rpp_beta1: float = RPP_BETAS[0], rpp_basic_init: float = BASIC_INIT_SCALE, **kwargs: Any) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if hidden not in HIDDEN:
@@ -305,7 +310,8 @@ class SymmetricSACPolicy(SACPolicy):
         preset(preset_name).with_torso(torso, joint_signs)  # "turned": Ant's, with matched signs
         self.symkit_kwargs = {"preset_name": preset(preset_name).name, "kind": kind, "ch": ch,
                               "num_layers": num_layers, "bilinear_scale": bilinear_scale, "hidden": hidden,
-                              "std_param": std_param, "joint_signs": joint_signs, "torso": torso}
+                              "std_param": std_param, "joint_signs": joint_signs, "torso": torso,
+                              "rpp_basic_init": check_number("SymmetricSACPolicy: rpp_basic_init", rpp_basic_init)}
         self.head_scale, self.equivariant_wd, self.basic_wd = head_scale, equivariant_wd, basic_wd
         kwargs.setdefault("features_extractor_class", PresetFeatures)
         kwargs.setdefault("features_extractor_kwargs", {"preset_name": self.symkit_kwargs["preset_name"],
@@ -374,17 +380,18 @@ def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int
              tau: float | None = None, equivariant_wd: float = 0.0, basic_wd: float = 1e-6,
              max_grad_norm: float = 0.5, bilinear_scale: float = RL_BILINEAR_SCALE, hidden: str = "rl-code",
              target_entropy_scale: float = RL_TARGET_ENTROPY_SCALE, std_param: str = "softplus",
-             joint_signs: str = "raw", torso: str = "scalars", rpp_beta1: float = RPP_BETAS[0]) -> SAC:
+             joint_signs: str = "raw", torso: str = "scalars", rpp_beta1: float = RPP_BETAS[0],
+             rpp_basic_init: float = BASIC_INIT_SCALE) -> SAC:
     """An SB3 ``SAC`` with :class:`SymmetricSACPolicy` and the thesis's settings (module docstring); ``tau=None``
     takes Table A.9's (:func:`critic_tau`); the target entropy is ``-target_entropy_scale x`` the action
-    dimension; ``joint_signs``, ``torso`` and ``rpp_beta1`` (the RPP networks' first Adam beta) as
-    :class:`SymmetricSACPolicy` takes them."""
+    dimension; ``joint_signs``, ``torso``, ``rpp_beta1`` (the RPP networks' first Adam beta) and ``rpp_basic_init``
+    (their flexible paths' initial scale) as :class:`SymmetricSACPolicy` takes them."""
     scale = check_number("make_sac: target_entropy_scale", target_entropy_scale)
     policy_kwargs: dict[str, Any] = {"preset_name": p.name, "kind": kind, "ch": ch, "num_layers": num_layers,
                                      "equivariant_wd": equivariant_wd, "basic_wd": basic_wd,
                                      "max_grad_norm": max_grad_norm, "bilinear_scale": bilinear_scale,
                                      "hidden": hidden, "std_param": std_param, "joint_signs": joint_signs,
-                                     "torso": torso, "rpp_beta1": rpp_beta1}
+                                     "torso": torso, "rpp_beta1": rpp_beta1, "rpp_basic_init": rpp_basic_init}
     return SAC(SymmetricSACPolicy, env, learning_rate=lr, buffer_size=buffer_size, learning_starts=learning_starts,
                batch_size=batch_size, tau=critic_tau(p, kind) if tau is None else tau, gamma=0.99,
                ent_coef="auto_1.0", target_entropy=-scale * p.action_size, policy_kwargs=policy_kwargs, seed=seed,

@@ -1,6 +1,7 @@
 """How the finished rl-sac runs' policies end their episodes (docs/rl.md, "Where the RPP stands"): for every run of
 ``--env`` checkpointed under ``$SYMKIT_CHECKPOINTS/rl-sac`` (default ``runs/checkpoints``) that has finished, the
-stochastic policy (as it acts while training) plays ``--episodes`` episodes; a table counts those that ended with the
+stochastic policy (as it acts while training; with ``--deterministic`` its mean action, as the evaluations that
+make the learning curves play) plays ``--episodes`` episodes; a table counts those that ended with the
 torso above the environment's healthy height range, below it, unhealthy otherwise (Hopper's and Walker2d's angle, a
 non-finite state), or at the time limit, with the mean absolute action, the share of the mean actions' energy in
 a finite group's invariant part (for Ant: all legs together, in matched joint signs; for a Z2 mirror: the
@@ -12,6 +13,7 @@ terminated; a time-limited episode's but its last 300), over all of them and ove
 layers' mean output-to-input norm ratio (``|scale W(h) h| / |h|``) over those evaluations.
 
     .venv/bin/python benchmarks/rl_episode_ends.py [--env Ant] [--episodes 10] [--seed 300] [--runs 'Ant-rpp-*']
+        [--deterministic]
 
 Not a timing: it reads saved policies (``sac.zip``), one thread, about a second per 1,000 steps.
 """
@@ -74,12 +76,13 @@ def _mean(values: list[float]) -> float:
 
 
 def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | None = None,
-                 to_features=None) -> dict[str, float]:
-    """Counts of how ``episodes`` stochastic episodes of ``model`` in ``env`` ended, the mean |action|, the share of
-    the deterministic actions' energy that ``projection`` keeps (of their ``to_features``), the mean standard
-    deviation of the policy over the visited states, and the mean critic value ``min(Q1, Q2)`` of the actions taken
-    beside the mean discounted return that followed them (over all episodes, and over those that ended early), and
-    the critics' largest bilinear ratio (module docstring; NaN without bilinear layers)."""
+                 to_features=None, deterministic: bool = False) -> dict[str, float]:
+    """Counts of how ``episodes`` stochastic (``deterministic``: mean-action) episodes of ``model`` in ``env``
+    ended, the mean |action|, the share of the deterministic actions' energy that ``projection`` keeps (of their
+    ``to_features``), the mean standard deviation of the policy over the visited states, and the mean critic value
+    ``min(Q1, Q2)`` of the actions taken beside the mean discounted return that followed them (over all episodes,
+    and over those that ended early), and the critics' largest bilinear ratio (module docstring; NaN without
+    bilinear layers)."""
     import mujoco
 
     low, high = env.unwrapped._healthy_z_range
@@ -101,7 +104,7 @@ def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | 
             if projection is not None:  # the deterministic action, squashed and scaled as predict gives it
                 mean = to_features(model.policy.unscale_action(np.tanh(mu[0].numpy())))
                 kept, energy = kept + float(np.sum((projection @ mean) ** 2)), energy + float(np.sum(mean ** 2))
-            action, _ = model.predict(obs, deterministic=False)
+            action, _ = model.predict(obs, deterministic=deterministic)
             actions.append(np.abs(action).mean())
             with torch.no_grad():
                 taken = torch.as_tensor(model.policy.scale_action(action), dtype=torch.float32)[None]
@@ -138,6 +141,8 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=10, help="episodes per run (default 10)")
     parser.add_argument("--seed", type=int, default=300, help="the first episode's reset seed (default 300)")
     parser.add_argument("--runs", default=None, help="a glob of the run folders to read (default: '<env>-*')")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="play the mean actions (as the evaluations do) instead of sampling them")
     args = parser.parse_args()
     from stable_baselines3 import SAC
 
@@ -151,7 +156,8 @@ def main() -> None:
     if not hasattr(env.unwrapped, "_healthy_z_range"):
         parser.error(f"--env {p.name}: the environment has no healthy height range")
     low, high = env.unwrapped._healthy_z_range
-    print(f"{p.name}: how {args.episodes} stochastic episodes end (healthy torso height {low:g}..{high:g})")
+    kind = "deterministic (mean-action)" if args.deterministic else "stochastic"
+    print(f"{p.name}: how {args.episodes} {kind} episodes end (healthy torso height {low:g}..{high:g})")
     print("| run | steps | above | below | other | time limit | mean abs action | invariant share | policy std "
           "| critic value / return that followed | the same, episodes that ended early | critic bilinear ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -175,7 +181,7 @@ def main() -> None:
         settings = [f"{k}={config[k]}" for k in NETWORK_FIELDS if k in config and config[k] != defaults[k]]
         label = ", ".join([str(config.get("model")), *settings, f"seed {config.get('seed')}"])
         ends = episode_ends(SAC.load(folder / "sac.zip", device="cpu"), env, args.episodes, args.seed, projection,
-                            to_features)
+                            to_features, deterministic=args.deterministic)
         print(f"| {label} | {done:,} | {ends['above']} | {ends['below']} | {ends['other']} | {ends['time limit']} "
               f"| {ends['mean |action|']:.2f} | {ends['invariant share']:.2f} | {ends['policy std']:.3f} "
               f"| {ends['critic value']:.1f} / {ends['return that followed']:.1f} "

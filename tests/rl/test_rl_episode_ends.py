@@ -55,6 +55,10 @@ def test_episode_ends_counts_every_episode_and_values_the_actions_taken():
     else:
         assert np.isnan(out["critic value, ended early"])
     assert np.isnan(out["critic bilinear ratio"])  # ReLU MLP critics have no bilinear layers
+    played = [ends.episode_ends(model, env, episodes=2, seed=0, deterministic=True) for _ in range(2)]
+    assert played[0] == pytest.approx(played[1], nan_ok=True)  # the mean actions: the same episodes twice
+    sampled = [ends.episode_ends(model, env, episodes=2, seed=0)["mean |action|"] for _ in range(2)]
+    assert sampled[0] != sampled[1]  # sampled actions differ from play to play
 
 
 def test_the_bilinear_ratio_is_the_layers_output_over_input_norm():

@@ -3,7 +3,9 @@
 stochastic policy (as it acts while training; with ``--deterministic`` its mean action, as the evaluations that
 make the learning curves play) plays ``--episodes`` episodes; a table counts those that ended with the
 torso above the environment's healthy height range, below it, unhealthy otherwise (Hopper's and Walker2d's angle, a
-non-finite state), or at the time limit, with the mean absolute action, the share of the mean actions' energy in
+non-finite state), or at the time limit, with the mean episode length and forward reward per step (the
+environment's ``reward_forward``: the torso's forward speed, what a gait earns beyond staying up), the mean absolute
+action, the share of the mean actions' energy in
 a finite group's invariant part (for Ant: all legs together, in matched joint signs; for a Z2 mirror: the
 symmetric part), the policy's mean standard deviation over the visited states, and how the critics' value of the
 actions taken (the smaller of SAC's two Q estimates) compares with what followed: the discounted return from each
@@ -89,7 +91,7 @@ def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | 
     free = env.unwrapped.model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE
     height = 2 if free else 1  # a free root joint's qpos is x, y, z, ...; a planar robot's x, z, angle
     counts = {"above": 0, "below": 0, "other": 0, "time limit": 0}
-    actions, stds, kept, energy = [], [], 0.0, 0.0
+    actions, stds, kept, energy, forward = [], [], 0.0, 0.0, 0.0
     values: dict[bool, list[float]] = {True: [], False: []}  # by whether the episode ended early (terminated)
     returns: dict[bool, list[float]] = {True: [], False: []}
     ratios, handles = bilinear_ratios(model.critic)
@@ -109,8 +111,9 @@ def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | 
             with torch.no_grad():
                 taken = torch.as_tensor(model.policy.scale_action(action), dtype=torch.float32)[None]
                 qs.append(float(torch.min(*model.critic(torch.as_tensor(obs, dtype=torch.float32)[None], taken))))
-            obs, reward, terminated, truncated, _ = env.step(action)
+            obs, reward, terminated, truncated, info = env.step(action)
             rewards.append(float(reward))
+            forward += float(info["reward_forward"])
             if terminated or truncated:
                 break
         known = len(rewards) if terminated else max(len(rewards) - UNKNOWN_TAIL, 0)
@@ -127,7 +130,8 @@ def episode_ends(model, env, episodes: int, seed: int, projection: np.ndarray | 
             counts["other"] += 1
     for handle in handles:
         handle.remove()
-    return {**counts, "mean |action|": float(np.mean(actions)), "policy std": float(np.mean(stds)),
+    return {**counts, "episode length": len(actions) / episodes, "forward reward per step": forward / len(actions),
+            "mean |action|": float(np.mean(actions)), "policy std": float(np.mean(stds)),
             "invariant share": kept / energy if energy > 0 else float("nan"),
             "critic value": _mean(values[True] + values[False]),
             "return that followed": _mean(returns[True] + returns[False]),
@@ -158,9 +162,10 @@ def main() -> None:
     low, high = env.unwrapped._healthy_z_range
     kind = "deterministic (mean-action)" if args.deterministic else "stochastic"
     print(f"{p.name}: how {args.episodes} {kind} episodes end (healthy torso height {low:g}..{high:g})")
-    print("| run | steps | above | below | other | time limit | mean abs action | invariant share | policy std "
+    print("| run | steps | above | below | other | time limit | episode length | forward reward per step "
+          "| mean abs action | invariant share | policy std "
           "| critic value / return that followed | the same, episodes that ended early | critic bilinear ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     defaults = {k: getattr(SACConfig(), k) for k in NETWORK_FIELDS}
     projection = invariant_projection(p)
     signs = p.signs("matched")[1] if any(p.sign_flips) else np.ones(p.action_size)
@@ -183,6 +188,7 @@ def main() -> None:
         ends = episode_ends(SAC.load(folder / "sac.zip", device="cpu"), env, args.episodes, args.seed, projection,
                             to_features, deterministic=args.deterministic)
         print(f"| {label} | {done:,} | {ends['above']} | {ends['below']} | {ends['other']} | {ends['time limit']} "
+              f"| {ends['episode length']:.0f} | {ends['forward reward per step']:.2f} "
               f"| {ends['mean |action|']:.2f} | {ends['invariant share']:.2f} | {ends['policy std']:.3f} "
               f"| {ends['critic value']:.1f} / {ends['return that followed']:.1f} "
               f"| {ends['critic value, ended early']:.1f} / {ends['return that followed, ended early']:.1f} "

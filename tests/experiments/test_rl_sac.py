@@ -394,7 +394,7 @@ def test_a_comparison_with_one_seed_on_a_side_prints_no_nan():
 def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
     """The figure regroups the runs into the report's rows (config but the seed), compares them as the table does,
     and draws a panel per comparison; without an MLP of the same settings there is nothing to draw."""
-    from symkit.experiments.rl_sac import _rows, comparison_figure, comparisons, summarize
+    from symkit.experiments.rl_sac import TITLE_WIDTH, _rows, comparison_figure, comparisons, summarize
 
     def run(model, seed, final, **settings):
         return {"config": {"env": "Hopper", "model": model, "steps": 100, "seed": seed, **settings}, "seed": seed,
@@ -402,7 +402,8 @@ def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
 
     runs = [run("relu-mlp", s, f) for s, f in enumerate([400, 300, 500])]
     runs += [run("rpp", s, f, bilinear_scale=0.03) for s, f in enumerate([700, 800, 650])]
-    runs += [run("rpp", 0, 900, bilinear_scale=0.2)]  # one seed: a panel without a band, "too few seeds"
+    runs += [run("rpp", 0, 900, bilinear_scale=0.2, rpp_beta1=0.9, rpp_basic_init=1.0)]  # one seed: a panel
+    # without a band, "too few seeds", and a settings text too long for one line
     rows = _rows(runs)
     assert sorted((r["config"]["model"], r["n"]) for r in rows) == [("relu-mlp", 3), ("rpp", 1), ("rpp", 3)]
     assert all("seed" not in r["config"] for r in rows)
@@ -410,10 +411,11 @@ def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
     assert verdicts == ["ahead", "too few seeds"]
     import matplotlib.figure
 
-    labels, save = [], matplotlib.figure.Figure.savefig
+    labels, titles, save = [], [], matplotlib.figure.Figure.savefig
 
-    def saving(fig, *args, **kwargs):  # the legends' labels of every panel drawn
+    def saving(fig, *args, **kwargs):  # the legends' labels and the titles of every panel drawn
         labels.extend(t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())
+        titles.extend(ax.get_title() for ax in fig.axes if ax.get_visible())
         return save(fig, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
@@ -421,6 +423,10 @@ def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
         path = comparison_figure(runs, tmp_path)
     assert path.name == "rl-sac_comparisons.png" and path.stat().st_size > 1000
     assert "rpp (1 seed)" in labels and labels.count("relu-mlp (3 seeds)") == 2  # the count, in words that agree
+    long = next(c["settings"] for c in comparisons(rows) if "RPP flexible paths" in c["settings"])
+    assert len(long) > TITLE_WIDTH and len(titles) == 2
+    assert any(" ".join(t.splitlines()[1:]) == long for t in titles)  # wrapped, not cut
+    assert max(len(line) for t in titles for line in t.splitlines()[1:]) <= TITLE_WIDTH
     assert [p.name for p in figures(runs, tmp_path)] == ["rl-sac_curves.png", "rl-sac_comparisons.png"]
     no_steps = [{**r, "config": {k: v for k, v in r["config"].items() if k != "steps"}} for r in runs]
     assert _line(summarize(_rows(no_steps)), "Ahead") == (  # runs stored without a budget still compare

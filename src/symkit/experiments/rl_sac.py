@@ -41,6 +41,7 @@ import json
 import math
 import os
 import shutil
+import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,8 @@ LEGACY = {"bilinear_scale": 0.1, "hidden": "uniform", "target_entropy_scale": 1.
 #: least ``MIN_SEEDS`` seeds on each side; otherwise level
 SIGNIFICANCE = 0.05
 MIN_SEEDS = 3
+#: characters per line of a comparison panel's settings text (about a 5-inch panel's width at 9 points)
+TITLE_WIDTH = 72
 #: settings of the equivariant networks alone: an MLP run is the baseline of every value of them
 NETWORK_FIELDS = ("bilinear_scale", "hidden", "joint_signs", "torso", "rpp_beta1", "rpp_basic_init")
 
@@ -554,7 +557,7 @@ def comparison_figure(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
 
     cols = min(3, len(compared))
     rows = math.ceil(len(compared) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows), squeeze=False)
     for ax, c in zip(axes.flat, compared):
         for colour, row, name in (("C0", c["rows"][1], c["against"]), ("C1", c["rows"][0], c["model"])):
             steps, returns = _cut_to_shortest([(m["curve_steps"], m["curve_returns"]) for m in row["by_seed"].values()
@@ -563,7 +566,8 @@ def comparison_figure(runs: Sequence[Mapping[str, Any]], out_dir: str | os.PathL
             ax.plot(steps, mean, color=colour, label=f"{name} ({count(len(returns), 'seed')})")
             ax.fill_between(steps, mean - error, mean + error, color=colour, alpha=0.2)
         ax.axvspan((1 - LATE_FRACTION) * steps[-1], steps[-1], color="0.9", zorder=0, label="late return")
-        ax.set_title(f"{c['env']}, {_steps(c['steps'] or int(steps[-1]))} steps: {c['verdict']}\n{c['settings']}",
+        settings = textwrap.fill(c["settings"], width=TITLE_WIDTH)  # a long settings text would run into the next
+        ax.set_title(f"{c['env']}, {_steps(c['steps'] or int(steps[-1]))} steps: {c['verdict']}\n{settings}",
                      fontsize=9)
         ax.set_xlabel("environment steps")
         ax.set_ylabel("evaluation return")

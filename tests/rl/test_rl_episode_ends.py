@@ -49,7 +49,8 @@ def test_episode_ends_counts_every_episode_and_values_the_actions_taken():
                             to_features=p.action_features)
     assert out["above"] + out["below"] + out["other"] + out["time limit"] == 3
     assert 1000 * out["time limit"] / 3 <= out["episode length"] <= 1000  # time-limited episodes: Hopper's 1,000
-    start = float(env.reset(seed=0) and env.unwrapped.data.qpos[0])
+    env.reset(seed=0)
+    start = float(env.unwrapped.data.qpos[0])  # where episode_ends' first reset puts the torso
     one = ends.episode_ends(model, env, episodes=1, seed=0, deterministic=True)  # env is left at the episode's end
     travelled = float(env.unwrapped.data.qpos[0]) - start
     assert abs(travelled) > 1e-3  # it moved: the check below is not 0 == 0

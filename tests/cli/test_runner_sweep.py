@@ -190,3 +190,24 @@ def test_a_field_added_later_keeps_the_stored_runs_as_they_were(tmp_path, monkey
     assert new.complete({"lr": 0.1, "seed": 3}) == {"lr": 0.1, "width": 32, "seed": 3}
     with pytest.raises(TypeError, match="'depth' is not a field of After"):
         registry.Experiment("cli-test-legacy", "bad", "nothing", After, run=run, legacy={"depth": 2})
+
+
+def test_workers_share_out_the_cores_the_sweep_may_use(monkeypatch):
+    import os
+
+    import torch
+
+    from symkit.runner import sweep
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert [sweep.threads_per_worker(j) for j in (1, 2, 3, 4, 8)] == [4, 2, 1, 1, 1]
+    # a sweep pinned to one core (taskset -c 0, a batch scheduler's allocation) gives each worker one thread,
+    # whatever the machine's core count: two such sweeps side by side must not run four threads on two cores
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {1})
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert sweep.threads_per_worker(1) == 1
+    pool = sweep._new_pool(1)
+    try:
+        assert pool.submit(torch.get_num_threads).result(timeout=120) == 1
+    finally:
+        pool.shutdown()

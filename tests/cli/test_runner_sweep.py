@@ -211,3 +211,24 @@ def test_workers_share_out_the_cores_the_sweep_may_use(monkeypatch):
         assert pool.submit(torch.get_num_threads).result(timeout=120) == 1
     finally:
         pool.shutdown()
+
+
+def test_a_stopped_pool_is_wound_down_before_the_sweep_returns():
+    """An interrupted sweep stops its pool; the pool's manager thread must be done (its wake-up pipe closed) by the
+    time ``_stop_pool`` returns, else Python < 3.12's exit hook can write into that pipe as it closes and print a
+    traceback after a clean Ctrl-C."""
+    import time
+
+    from symkit.runner import sweep
+
+    pool = sweep._new_pool(1)
+    busy = pool.submit(time.sleep, 30)
+    deadline = time.monotonic() + 120
+    while not any(p.is_alive() for p in (pool._processes or {}).values()):
+        assert time.monotonic() < deadline, "the pool started no worker"
+        time.sleep(0.01)
+    workers = list(pool._processes.values())
+    manager, wakeup = pool._executor_manager_thread, pool._executor_manager_thread_wakeup
+    sweep._stop_pool(pool, clean=False)
+    assert busy.done() and not any(worker.is_alive() for worker in workers)
+    assert not manager.is_alive() and wakeup._closed

@@ -432,6 +432,7 @@ def _stop_pool(pool: Any, clean: bool) -> None:
         pool.shutdown(wait=True)
         return
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)  # shutdown() forgets it
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
@@ -442,6 +443,11 @@ def _stop_pool(pool: Any, clean: bool) -> None:
         if process.is_alive():
             process.kill()
             process.join(timeout=5)
+    # the pool's manager thread closes its wake-up pipe once the workers are gone; at exit, Python < 3.12 writes to
+    # that pipe without a lock (concurrent.futures.process._python_exit) and can find it closed mid-write (EBADF, a
+    # traceback after a clean Ctrl-C), so the thread is let finish here, before exit
+    if manager is not None:
+        manager.join(timeout=STOP_GRACE)
 
 
 def _isolated(spec: RunSpec) -> Outcome:

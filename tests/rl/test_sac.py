@@ -433,6 +433,20 @@ def test_a_compiled_actor_computes_what_the_eager_one_does_and_acts_with_every_u
     np.testing.assert_allclose(after, eager, rtol=1e-5, atol=1e-6)
 
 
+def test_a_run_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
+    """stable-baselines3's default logger makes an ``SB3-<time>`` folder in the system's temporary folder at each
+    ``learn()``; symkit's runs give it a logger with no outputs, so thousands of runs leave no trace there."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    result = train_sac(PRESETS["Hopper"], "relu-mlp", 20, eval_every=20, eval_episodes=1, ch=8, learning_starts=10,
+                       batch_size=8, buffer_size=100)
+    assert result.steps == [0, 20]
+    assert [name for name in os.listdir(scratch) if name.startswith("SB3-")] == []  # (torch keeps its own caches)
+
+
 def test_a_run_resumes_from_its_checkpoint(tmp_path):
     p = PRESETS["Hopper"]  # short evaluation episodes: an untrained hopper falls
     kw = dict(seed=1, eval_every=100, eval_episodes=1, checkpoint_dir=tmp_path, checkpoint_every=100, ch=16,

@@ -53,6 +53,7 @@ from gymnasium import spaces
 from stable_baselines3 import SAC
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.policies import ContinuousCritic
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.sac.policies import Actor, SACPolicy
@@ -541,6 +542,9 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
             result.resumed_from = int(model.num_timesteps)
     if model is None:
         model = make_sac(p, kind, env, seed=seed, **sac_kwargs)
+    # a logger with no outputs: left to itself, stable-baselines3 makes an empty SB3-<time> folder in the system's
+    # temporary folder at every learn() (symkit keeps its own curve and progress bar)
+    model.set_logger(Logger(folder=None, output_formats=[]))
     result.compiled = compile_networks(model)
     callback = _Callback(result, steps, eval_env, eval_every, eval_episodes, ckpt, checkpoint_every,
                          f"SAC {p.name}/{kind}")

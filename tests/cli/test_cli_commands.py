@@ -229,6 +229,25 @@ def test_report_as_csv_has_one_row_per_setting(runner, toy, tmp_path):
     assert rows[1]["error_paper"] == "0.08" and rows[0]["error_paper"] == ""
 
 
+def test_report_of_chosen_seeds_aggregates_those_runs_alone(runner, toy, tmp_path):
+    db = tmp_path / "s.db"
+    invoke(runner, "reproduce", "cli-toy", "--seeds", "0-3", "--store", str(db))
+    result = invoke(runner, "report", "cli-toy", "--format", "csv", "--seeds", "2-3", "--store", str(db),
+                    "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    stored = {(r.config["n"], r.seed): r.metrics["mean"] for r in Store(db).runs("cli-toy")}
+    assert [int(r["n"]) for r in rows] == [10, 100, 1000]
+    for row in rows:  # the mean of seeds 2 and 3, not of all four
+        n = int(row["n"])
+        assert float(row["mean"]) == pytest.approx((stored[(n, 2)] + stored[(n, 3)]) / 2)
+        assert float(row["mean"]) != pytest.approx(np.mean([stored[(n, s)] for s in range(4)]))
+    missing = invoke(runner, "report", "cli-toy", "--seeds", "7-10", "--store", str(db), "--out", str(tmp_path))
+    assert missing.exit_code == 2 and "no runs of 'cli-toy' with seeds [7, 8, 9, 10]" in missing.output
+    bad = invoke(runner, "report", "cli-toy", "--seeds", "x", "--store", str(db), "--out", str(tmp_path))
+    assert bad.exit_code == 2 and "bad --seeds value 'x'" in bad.output
+
+
 def test_report_without_runs_says_what_to_do(runner, toy, tmp_path):
     missing = tmp_path / "missing.db"
     result = invoke(runner, "report", "cli-toy", "--store", str(missing))

@@ -425,6 +425,9 @@ def report(
         "--out", "-o", help="Directory for the report file and plots (default runs/reports/NAME).", file_okay=False,
     )] = None,
     store: StoreOption = None,
+    seeds: Annotated[str | None, typer.Option(
+        "--seeds", help="Only the runs of these seeds, e.g. '7-10' (a batch fixed in advance, read on its own).",
+    )] = None,
 ) -> None:
     """Aggregate an experiment's stored runs over seeds: a table beside the paper's numbers, and its plots."""
     from symkit.experiments.registry import get_experiment
@@ -435,8 +438,10 @@ def report(
         exp = get_experiment(name)
         db = _read_store(store)
         from symkit.runner.report import write_report
+        from symkit.runner.sweep import parse_seeds
 
-        text, paths = write_report(exp, db, out if out is not None else Path("runs") / "reports" / name, fmt)
+        chosen = parse_seeds(seeds) if seeds is not None else None
+        text, paths = write_report(exp, db, out if out is not None else Path("runs") / "reports" / name, fmt, chosen)
         typer.echo(text, nl=False)
         for path in paths:
             typer.echo(f"wrote {path}", err=True)

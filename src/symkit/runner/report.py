@@ -460,13 +460,20 @@ def group_rows(groups: Sequence[Group]) -> list[Mapping[str, Any]]:
     return [g.as_row() for g in groups]
 
 
-def write_report(experiment: Experiment, store: Any, out: Path, fmt: str = "md") -> tuple[str, list[Path]]:
+def write_report(experiment: Experiment, store: Any, out: Path, fmt: str = "md",
+                 seeds: Sequence[int] | None = None) -> tuple[str, list[Path]]:
     """Build the report of ``experiment`` from the runs in ``store`` into the directory ``out`` (``report.md`` or
-    ``report.csv`` and the plots); returns its text and the files written. ValueError when there are no runs."""
+    ``report.csv`` and the plots); returns its text and the files written. ``seeds``: only the runs of these seeds
+    (a batch of seeds fixed in advance, read on its own). ValueError when there are no runs (of those seeds)."""
     records = store.runs(experiment.name)
     if not records:
         raise ValueError(f"no runs of {experiment.name!r} in {store.path}; run `symkit reproduce {experiment.name}` "
                          "first")
+    if seeds is not None:
+        wanted = set(seeds)
+        records = [r for r in records if r.seed in wanted]
+        if not records:
+            raise ValueError(f"no runs of {experiment.name!r} with seeds {sorted(wanted)} in {store.path}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rep = build_report(experiment, records, fmt=fmt, plot_dir=out)

@@ -12,6 +12,7 @@ import torch
 pytest.importorskip("stable_baselines3")
 
 from rl_ant_legs import ant_relabelling  # noqa: E402
+from stable_baselines3.common.logger import Logger  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
 from symkit.nn import EquivariantLinear, equivariant_fraction  # noqa: E402
@@ -30,8 +31,12 @@ from symkit.rl.transitions import group_elements  # noqa: E402
 
 
 def _sac(name, kind, **kw):
+    """A small SAC of ``kind`` on preset ``name``, logging nowhere (SB3's default logger would make a folder in the
+    temporary directory at every ``learn()``; a symkit run sets the same quiet logger)."""
     p = PRESETS[name]
-    return p, make_sac(p, kind, Monitor(p.make_env()), ch=32, buffer_size=1000, learning_starts=100, **kw)
+    model = make_sac(p, kind, Monitor(p.make_env()), ch=32, buffer_size=1000, learning_starts=100, **kw)
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return p, model
 
 
 @pytest.mark.parametrize(("name", "joint_signs"),

@@ -7,7 +7,7 @@ import torch
 
 from symkit.marglik import MarglikConfig, accuracy, hyper_update_epochs, train_marglik
 from symkit.marglik.kfac import fit_kfac
-from symkit.marglik.laplace import KronLaplace
+from symkit.marglik.laplace import KronLaplace, map_penalty, prior_groups
 from symkit.nn.relaxed import RelaxedCNN
 
 
@@ -31,6 +31,28 @@ def test_update_schedule_follows_burnin_and_frequency():
     assert hyper_update_epochs(12, 4, 4) == [4, 8, 12]
     assert hyper_update_epochs(10, 10, 5) == [10]
     assert hyper_update_epochs(5, 6, 1) == []  # burn-in longer than training: plain MAP
+
+
+@pytest.mark.parametrize("structure", ["tensor", "path", "scalar"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_map_penalty_is_half_the_precision_weighted_squared_norm_per_datum(structure, dtype):
+    """½ Σ_g δ_g Σ_{θ ∈ g} |θ|² / N with δ = exp(log δ), summed here group by group; the gradient is δ_g θ / N."""
+    model = _model().to(dtype)
+    groups = prior_groups(model, None, structure)
+    log_prec = torch.linspace(-1.0, 2.0, len(groups), dtype=torch.float64)
+    params = dict(model.named_parameters())
+    want = sum(math.exp(float(lp)) * sum(float(params[n].detach().double().square().sum()) for n in g.params)
+               for lp, g in zip(log_prec, groups)) / (2 * 48)
+    got = map_penalty(model, groups, log_prec, 48)
+    assert got.dtype == dtype and got.shape == ()
+    assert float(got.detach()) == pytest.approx(want, rel=1e-6 if dtype == torch.float32 else 1e-12)
+    got.backward()
+    for lp, g in zip(log_prec, groups):
+        for n in g.params:
+            torch.testing.assert_close(params[n].grad, math.exp(float(lp)) * params[n].detach() / 48)
+    with torch.device("meta"):
+        meta = _model()
+    assert map_penalty(meta, prior_groups(meta, None, structure), log_prec.to("meta"), 48).device.type == "meta"
 
 
 def test_training_updates_precisions_on_schedule_and_ends_at_the_mackay_fixed_point():

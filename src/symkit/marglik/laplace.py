@@ -146,12 +146,12 @@ def map_penalty(model: nn.Module, groups: list[PriorGroup], log_prior_prec: torc
                 ) -> torch.Tensor:
     """``½ Σ_l δ_l |θ_l|² / N`` (the prior term of the per-datum MAP loss; δ detached)."""
     params = dict(model.named_parameters())
-    delta = log_prior_prec.detach().exp()
-    total = 0.0
-    for gi, g in enumerate(groups):
-        sq = sum(params[n].pow(2).sum() for n in g.params)
-        total = total + delta[gi].to(params[g.params[0]].dtype) * sq
-    return 0.5 * total / n_data
+    tensors = [params[n] for g in groups for n in g.params]
+    owner = [gi for gi, g in enumerate(groups) for _ in g.params]
+    # one stacked |θ_t|² per tensor and one weighted sum: a few autograd nodes per step instead of six per group
+    sq = torch.stack([t.square().sum() for t in tensors])
+    delta = log_prior_prec.detach().exp()[owner].to(sq.dtype)
+    return 0.5 * (delta * sq).sum() / n_data
 
 
 def path_diagnostics(lap: KronLaplace, log_prior_prec: torch.Tensor) -> list[dict]:

@@ -53,6 +53,8 @@ def test_the_map_penalty_is_half_the_precision_weighted_squared_norm_per_datum(s
     with torch.device("meta"):
         meta = _model()
     assert map_penalty(meta, prior_groups(meta, None, structure), log_prec.to("meta"), 48).device.type == "meta"
+    with pytest.raises(ValueError, match="no parameters"):
+        map_penalty(model, [], log_prec, 48)
 
 
 def test_training_updates_precisions_on_schedule_and_ends_at_the_mackay_fixed_point():

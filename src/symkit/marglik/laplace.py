@@ -148,6 +148,8 @@ def map_penalty(model: nn.Module, groups: list[PriorGroup], log_prior_prec: torc
     params = dict(model.named_parameters())
     tensors = [params[n] for g in groups for n in g.params]
     owner = [gi for gi, g in enumerate(groups) for _ in g.params]
+    if not tensors:
+        raise ValueError("map_penalty: the prior groups hold no parameters (expected prior_groups(model))")
     # one stacked |θ_t|² per tensor and one weighted sum: a few autograd nodes per step instead of six per group
     sq = torch.stack([t.square().sum() for t in tensors])
     delta = log_prior_prec.detach().exp()[owner].to(sq.dtype)

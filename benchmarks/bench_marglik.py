@@ -8,8 +8,9 @@ wrap-around. The relaxed CONV network (circular padding, APS subsampling) is tim
 
 Second table: the layerwise-quadrant CONV, F-FC+CONV and S-FC+S-CONV networks (16x16 canvas, 40 classes): one MAP
 training epoch and one hyperparameter update (KFAC fit + marginal-likelihood steps); for S-FC+S-CONV (learnable ω)
-also the gradient of the marginal likelihood in its length-scales. laplace-torch 0.3 is timed only if it imports
-(its torchvision dependency requires another torch, so on torch 2.13 it is skipped).
+also the gradient of the marginal likelihood in its length-scales. The epoch is timed again with the MAP penalty
+summed group by group, as symkit did before (its ratio in the "x epoch" column). laplace-torch 0.3 is timed only if
+it imports (its torchvision dependency requires another torch, so on torch 2.13 it is skipped).
 
 Run: ``.venv/bin/python benchmarks/bench_marglik.py [--alpha 4] [--reps 3] [--n 300] [--kfac-only]``.
 """
@@ -17,6 +18,8 @@ Run: ``.venv/bin/python benchmarks/bench_marglik.py [--alpha 4] [--reps 3] [--n 
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import math
 import statistics
 import time
@@ -86,10 +89,10 @@ def _bench(layer_type, args, xtr, ytr):
     theta = [p for name, p in model.named_parameters() if name not in omegas]
     opt = torch.optim.SGD(theta, lr=0.03, momentum=0.9)  # the experiments' optimiser for θ
 
-    def epoch():
+    def epoch(penalty=map_penalty):
         for xb, yb in _batches(xtr, ytr, 32):
             opt.zero_grad()
-            loss = F.cross_entropy(model(xb), yb) + map_penalty(model, groups, log_delta, n)
+            loss = F.cross_entropy(model(xb), yb) + penalty(model, groups, log_delta, n)
             loss.backward()
             opt.step()
 
@@ -105,12 +108,21 @@ def _bench(layer_type, args, xtr, ytr):
         steps(lap)
         return lap
 
-    t_epoch = _timeit(epoch, args.reps)
+    # the two penalties in turn, each epoch from the same state (the machine's drift hits both alike)
+    start = copy.deepcopy((model.state_dict(), opt.state_dict()))
+    times: dict[str, list[float]] = {"symkit": [], "looped": []}
+    for _ in range(args.reps):
+        for name, penalty in (("symkit", map_penalty), ("looped", _looped_map_penalty)):
+            model.load_state_dict(start[0])
+            opt.load_state_dict(start[1])
+            times[name].append(_timeit(functools.partial(epoch, penalty), 1))
+    t_epoch, t_looped = statistics.median(times["symkit"]), statistics.median(times["looped"])
     t_exact = _timeit(lambda: hyper(None), args.reps)
     t_mc = _timeit(lambda: hyper(4), args.reps)
     lap = hyper(4)
     t_steps = _timeit(lambda: steps(lap), args.reps)
     rows = [(layer_type, "MAP training epoch, batch 32 (baseline)", t_epoch),
+            (layer_type, "the same epoch, MAP penalty summed group by group (before)", t_looped),
             (layer_type, f"hyper update, exact GGN (K=40) + {args.hypersteps} steps", t_exact),
             (layer_type, f"hyper update, KFAC-MC (4 samples) + {args.hypersteps} steps", t_mc),
             (layer_type, f"{args.hypersteps} L_eta steps only (eigenbases fixed)", t_steps)]
@@ -119,6 +131,17 @@ def _bench(layer_type, args, xtr, ytr):
         t_omega = _timeit(lambda: omega_gradient(model, batches, groups, log_delta, mc_samples=4), args.reps)
         rows.append((layer_type, "dL_eta/dlog omega, KFAC-MC (4 samples), two passes", t_omega))
     return rows
+
+
+def _looped_map_penalty(model, groups, log_prior_prec, n_data):
+    """The MAP penalty as symkit computed it before 2026-11-29 (six autograd nodes per prior group), for the
+    comparison row: the same value as :func:`symkit.marglik.map_penalty`."""
+    params = dict(model.named_parameters())
+    delta = log_prior_prec.detach().exp()
+    total = 0.0
+    for gi, g in enumerate(groups):
+        total = total + delta[gi].to(params[g.params[0]].dtype) * sum(params[n].pow(2).sum() for n in g.params)
+    return 0.5 * total / n_data
 
 
 def _plain_conv_net(alpha: int, padding_mode: str) -> nn.Sequential:

@@ -32,15 +32,15 @@ def _write_idx_pair(folder, n=3, seed=0, gz=True):
     return images, labels
 
 
-def test_the_data_folder_comes_from_the_argument_the_run_then_the_environment(tmp_path, monkeypatch):
+def test_the_data_folder_comes_from_the_argument_then_the_environment_never_the_run_context(tmp_path, monkeypatch):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
     monkeypatch.setenv("SYMKIT_DATA", str(b))
     assert files.data_dir_of() == b
-    with runtime.using(runtime.RunSettings(data_dir=str(a))):
-        assert files.data_dir_of() == a
-        assert files.data_dir_of(b) == b
+    assert files.data_dir_of(a) == a
+    with runtime.using(runtime.RunSettings(data_dir=str(a))):  # the library does not read the command's settings
+        assert files.data_dir_of() == b
     monkeypatch.delenv("SYMKIT_DATA")
     with pytest.raises(ValueError, match="no data directory"):
         files.data_dir_of()
@@ -126,9 +126,8 @@ def test_load_images_reads_each_source_from_the_data_folder_and_resizes(tmp_path
     from symkit.datasets.sources import IMAGE_SOURCES, load_images
 
     write_tiny_data(tmp_path, n_train=20, n_test=10)
-    with runtime.using(runtime.RunSettings(data_dir=str(tmp_path))):
-        shapes = {s: tuple(load_images(s, "train", size=14, limit=5)[0].shape) for s in IMAGE_SOURCES}
-        x, y = load_images("mnist", "test")
+    shapes = {s: tuple(load_images(s, "train", size=14, limit=5, data_dir=tmp_path)[0].shape) for s in IMAGE_SOURCES}
+    x, y = load_images("mnist", "test", data_dir=tmp_path)
     assert shapes == {"digits": (5, 1, 14, 14), "mnist": (5, 1, 14, 14), "fashion-mnist": (5, 1, 14, 14),
                       "cifar10": (5, 3, 14, 14), "image-folder": (5, 3, 14, 14)}
     assert x.shape == (10, 1, 28, 28) and y.shape == (10,) and x.dtype == torch.float32

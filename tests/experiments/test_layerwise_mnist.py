@@ -27,10 +27,9 @@ def data_dir(tmp_path_factory) -> str:
 
 
 def test_quadrant_mnist_puts_every_digit_in_its_labelled_quadrant_of_a_32_pixel_canvas(data_dir):
-    with runtime.using(runtime.RunSettings(data_dir=data_dir)):
-        xtr, ytr, xte, yte = quadrant_mnist("digit_quadrant", seed=3)
-        _, digits = load_images("mnist", "train")
-        _, ydig, _, _ = quadrant_mnist("digit", seed=3)
+    xtr, ytr, xte, yte = quadrant_mnist("digit_quadrant", seed=3, data_dir=data_dir)
+    _, digits = load_images("mnist", "train", data_dir=data_dir)
+    _, ydig, _, _ = quadrant_mnist("digit", seed=3, data_dir=data_dir)
     assert xtr.shape == (60, 1, 32, 32) and xte.shape == (30, 1, 32, 32)
     torch.testing.assert_close(ytr % 10, digits)
     torch.testing.assert_close(ydig, digits)  # the same placements, only the label differs
@@ -44,12 +43,11 @@ def test_quadrant_mnist_puts_every_digit_in_its_labelled_quadrant_of_a_32_pixel_
 
 
 def test_transformed_mnist_rotates_and_shifts_each_image_once(data_dir):
-    with runtime.using(runtime.RunSettings(data_dir=data_dir)):
-        plain = transformed_mnist("none", n_train=40, n_test=20)
-        rotated = transformed_mnist("rotated", n_train=40, n_test=20)
-        shifted = transformed_mnist("translated", n_train=40, n_test=20)
-        again = transformed_mnist("rotated", n_train=40, n_test=20)
-        other_seed = transformed_mnist("rotated", n_train=40, n_test=20, seed=1)
+    plain = transformed_mnist("none", n_train=40, n_test=20, data_dir=data_dir)
+    rotated = transformed_mnist("rotated", n_train=40, n_test=20, data_dir=data_dir)
+    shifted = transformed_mnist("translated", n_train=40, n_test=20, data_dir=data_dir)
+    again = transformed_mnist("rotated", n_train=40, n_test=20, data_dir=data_dir)
+    other_seed = transformed_mnist("rotated", n_train=40, n_test=20, seed=1, data_dir=data_dir)
     assert plain[0].shape == (40, 1, 32, 32) and plain[2].shape == (20, 1, 32, 32)
     torch.testing.assert_close(plain[1], rotated[1])
     torch.testing.assert_close(rotated[0], again[0])  # fixed per image

@@ -51,9 +51,8 @@ def test_the_paper_data_need_a_data_folder(exp, monkeypatch):
 
 
 def test_centred_images_read_mnist_and_pad_it(data_dir):
-    with runtime.using(runtime.RunSettings(data_dir=data_dir)):
-        x, y = centred_images("mnist", "test", digit_size=28, canvas=56)
-        small, _ = centred_images("mnist", "train", digit_size=14, canvas=20)
+    x, y = centred_images("mnist", "test", digit_size=28, canvas=56, data_dir=data_dir)
+    small, _ = centred_images("mnist", "train", digit_size=14, canvas=20, data_dir=data_dir)
     assert x.shape == (30, 1, 56, 56) and y.shape == (30,) and small.shape == (60, 1, 20, 20)
     assert float(x[..., :14, :].abs().max()) == 0.0 and float(x[..., 42:, :].abs().max()) == 0.0  # a 14-pixel frame
     with pytest.raises(ValueError, match="one split"):

@@ -1,4 +1,4 @@
-"""Finding the user's data files: the data folder (an argument, the run's ``--data-dir``, or ``$SYMKIT_DATA``) and
+"""Finding the user's data files: the data folder (an argument, else ``$SYMKIT_DATA``) and
 the published checksums of the original archives.
 
 symkit never downloads data. A file that carries the name and the exact size of a published archive (MNIST's and
@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-
-from symkit import runtime
 
 __all__ = ["KNOWN_ARCHIVES", "check_known_archive", "data_dir_of", "md5_of"]
 
@@ -32,9 +30,9 @@ KNOWN_ARCHIVES: dict[tuple[str, str], tuple[int, str]] = {
 
 
 def data_dir_of(data_dir: str | os.PathLike | None = None) -> Path:
-    """``data_dir``, else the current run's ``--data-dir`` (:mod:`symkit.runtime`), else ``$SYMKIT_DATA``; raises
-    ``ValueError`` when none is set and ``FileNotFoundError`` when the folder does not exist."""
-    chosen = data_dir if data_dir not in (None, "") else runtime.data_dir()
+    """``data_dir``, else ``$SYMKIT_DATA``; raises ``ValueError`` when neither is set and ``FileNotFoundError`` when
+    the folder does not exist. (``symkit reproduce --data-dir`` passes its folder on as ``data_dir``.)"""
+    chosen = data_dir if data_dir not in (None, "") else os.environ.get("SYMKIT_DATA")
     if not chosen:
         raise ValueError("no data directory: pass data_dir, use --data-dir, or set SYMKIT_DATA to the folder holding "
                          "the files")

@@ -20,6 +20,7 @@ files in the run's data folder (:func:`symkit.datasets.sources.load_images`); no
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 import torch.nn.functional as F
@@ -109,9 +110,10 @@ def transformed_digits(transform: str = "rotated", digit_size: int = 8, canvas: 
 Split = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def _mnist(split: str, limit: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """MNIST's ``split`` from the run's data folder, ``(N, 1, 28, 28)`` in [0, 1]; ``limit`` > 0 keeps the first."""
-    return load_images("mnist", split, limit=limit or None)
+def _mnist(split: str, limit: int, data_dir: str | os.PathLike | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """MNIST's ``split`` from ``data_dir`` (else ``$SYMKIT_DATA``), ``(N, 1, 28, 28)`` in [0, 1]; ``limit`` > 0 keeps
+    the first."""
+    return load_images("mnist", split, limit=limit or None, data_dir=data_dir)
 
 
 def _resize(x: torch.Tensor, size: int) -> torch.Tensor:
@@ -131,16 +133,16 @@ def _split_seed(seed: int, split: str) -> int:
 
 
 def quadrant_mnist(task: str = "digit_quadrant", n_train: int = 0, n_test: int = 0, seed: int = 0,
-                   size: int = PAPER_SIZE) -> Split:
+                   size: int = PAPER_SIZE, data_dir: str | os.PathLike | None = None) -> Split:
     """Quadrant MNIST (§6.1, the authors' code): every 28x28 digit at offset ``(0|28, 0|28)`` of a 56x56 canvas, the
     quadrant uniform and fixed per image (drawn from ``seed``), the canvas resized to ``size`` (bilinear, no
-    antialiasing); label ``digit`` or ``digit + 10·quadrant``. MNIST's own train and test files from the run's
-    data folder (``n_train`` / ``n_test`` > 0 keep the first images); standardised with train statistics."""
+    antialiasing); label ``digit`` or ``digit + 10·quadrant``. MNIST's own train and test files from ``data_dir``
+    (else ``$SYMKIT_DATA``) (``n_train`` / ``n_test`` > 0 keep the first images); standardised with train statistics."""
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     out = []
     for split, limit in (("train", n_train), ("test", n_test)):
-        images, digits = _mnist(split, limit)
+        images, digits = _mnist(split, limit, data_dir)
         gen = torch.Generator().manual_seed(_split_seed(seed, split))
         quadrant = torch.randint(0, 4, (len(images),), generator=gen)
         s = images.shape[-1]
@@ -159,16 +161,16 @@ def quadrant_mnist(task: str = "digit_quadrant", n_train: int = 0, n_test: int =
 
 
 def transformed_mnist(transform: str = "rotated", max_shift: int = 8, n_train: int = 0, n_test: int = 0,
-                      seed: int = 0, size: int = PAPER_SIZE) -> Split:
+                      seed: int = 0, size: int = PAPER_SIZE, data_dir: str | os.PathLike | None = None) -> Split:
     """Rotated / translated MNIST (§6.3, F.5): every 28x28 digit rotated by a fixed ``U[-180°, 180°]`` angle and/or
     shifted by fixed integer offsets in ``[-max_shift, max_shift]`` (bilinear, zeros outside), then resized to
-    ``size``; drawn per image from ``seed``. MNIST's train and test files from the run's data folder (``n_train`` /
-    ``n_test`` > 0 keep the first images); standardised with train statistics."""
+    ``size``; drawn per image from ``seed``. MNIST's train and test files from ``data_dir`` (else
+    ``$SYMKIT_DATA``; ``n_train`` / ``n_test`` > 0 keep the first images); standardised with train statistics."""
     if transform not in TRANSFORMS:
         raise ValueError(f"transform must be one of {TRANSFORMS}, got {transform!r}")
     out = []
     for split, limit in (("train", n_train), ("test", n_test)):
-        images, labels = _mnist(split, limit)
+        images, labels = _mnist(split, limit, data_dir)
         gen = torch.Generator().manual_seed(_split_seed(seed, split))
         n = len(images)
         angles, shifts = torch.zeros(n), torch.zeros(n, 2)

@@ -12,6 +12,7 @@ displayed (row 0 at the top), the same sense as ``scipy.ndimage.rotate`` and ``n
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 import torch.nn.functional as F
@@ -83,10 +84,12 @@ def _pad_to(images: torch.Tensor, canvas: int) -> torch.Tensor:
 
 
 def centred_images(source: str = "digits", split: str = "train", digit_size: int = 20, canvas: int = 28,
-                   dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+                   dtype: torch.dtype = torch.float32, data_dir: str | os.PathLike | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """Digits of ``source`` resized to ``digit_size`` and zero-padded to the centre of a ``canvas`` frame: the bundled
-    digits (:func:`centred_digits`, one split: ``train``) or ``mnist`` / ``fashion-mnist`` from the run's data folder
-    (:func:`symkit.datasets.sources.load_images`; their 28x28 frames already hold a centred 20x20 digit)."""
+    digits (:func:`centred_digits`, one split: ``train``) or ``mnist`` / ``fashion-mnist`` from ``data_dir``
+    (else ``$SYMKIT_DATA``; :func:`symkit.datasets.sources.load_images`; their 28x28 frames already hold a centred
+    20x20 digit)."""
     if source == "digits":
         if split != "train":
             raise ValueError("the bundled digits have one split: load split='train' and split it yourself")
@@ -97,7 +100,7 @@ def centred_images(source: str = "digits", split: str = "train", digit_size: int
         raise ValueError(f"need ints 1 <= digit_size <= canvas, got digit_size={digit_size!r}, canvas={canvas!r}")
     from symkit.datasets.sources import load_images
 
-    images, labels = load_images(source, split, size=digit_size, dtype=dtype)
+    images, labels = load_images(source, split, size=digit_size, dtype=dtype, data_dir=data_dir)
     return _pad_to(images, canvas), labels
 
 

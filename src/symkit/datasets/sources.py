@@ -1,13 +1,15 @@
 """One entry point for the image-classification data of the experiments: scikit-learn's bundled 8x8 digits (the CI
 and default scale) or a real data set from the run's data folder (the paper scale), by name.
 
-``load_images("mnist", "test", size=14)`` reads MNIST's test files from ``--data-dir`` / ``$SYMKIT_DATA`` and
+``load_images("mnist", "test", size=14)`` reads MNIST's test files from ``data_dir`` (else ``$SYMKIT_DATA``) and
 resizes them to 14x14 (area averaging when shrinking, bilinear when growing, as the papers' resizes do). Sources:
 ``digits`` (1,797 images, one split: ask for ``train``), ``mnist``, ``fashion-mnist``, ``cifar10`` and
 ``image-folder`` (``train``/``val`` subfolders of the data folder, or a ``val`` folder only, ImageNet-style).
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
@@ -29,9 +31,11 @@ def resize_images(x: torch.Tensor, size: int) -> torch.Tensor:
 
 
 def load_images(source: str, split: str = "train", size: int | None = None, limit: int | None = None,
-                dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+                dtype: torch.dtype = torch.float32, data_dir: str | os.PathLike | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """Images ``(N, C, size, size)`` in [0, 1] and labels ``(N,)`` of ``source``'s ``split`` (module docstring);
-    ``limit`` keeps the first ``limit`` images (the files' own order; MNIST's and CIFAR's are shuffled)."""
+    ``limit`` keeps the first ``limit`` images (the files' own order; MNIST's and CIFAR's are shuffled). Files are
+    read from ``data_dir`` (else ``$SYMKIT_DATA``); the bundled digits need none."""
     if source not in IMAGE_SOURCES:
         raise ValueError(f"image source must be one of {', '.join(IMAGE_SOURCES)}, got {source!r}")
     if split not in ("train", "test"):
@@ -47,15 +51,15 @@ def load_images(source: str, split: str = "train", size: int | None = None, limi
     elif source in ("mnist", "fashion-mnist"):
         from symkit.datasets.mnist import load_mnist
 
-        x, y = load_mnist(None, split, torch.float64, kind=source)
+        x, y = load_mnist(data_dir, split, torch.float64, kind=source)
     elif source == "cifar10":
         from symkit.datasets.cifar import load_cifar10
 
-        x, y = load_cifar10(None, split, torch.float64)
+        x, y = load_cifar10(data_dir, split, torch.float64)
     else:
         from symkit.datasets.images import load_image_folder
 
-        x, y, _ = load_image_folder(None, "train" if split == "train" else "val", size=size or 224, limit=limit,
+        x, y, _ = load_image_folder(data_dir, "train" if split == "train" else "val", size=size or 224, limit=limit,
                                     dtype=torch.float64)
     if limit is not None:
         x, y = x[:limit], y[:limit]

@@ -77,7 +77,7 @@ def validate(cfg: DriftConfig) -> None:
     if cfg.data != "digits" and cfg.group not in ("perm", "rot-shapes"):
         from symkit.datasets.files import data_dir_of
 
-        data_dir_of()
+        data_dir_of(runtime.data_dir())
 
 
 def _task(cfg: DriftConfig):
@@ -129,7 +129,8 @@ def _task(cfg: DriftConfig):
     else:  # the paper's data: MNIST's test set (App. D), resized to size x size by area averaging
         from symkit.datasets.sources import load_images
 
-        images, labels = load_images(cfg.data, "test", size=cfg.size, dtype=torch.float64)
+        images, labels = load_images(cfg.data, "test", size=cfg.size, dtype=torch.float64,
+                                     data_dir=runtime.data_dir())
     if cfg.samples > len(images):
         raise ValueError(f"samples must be <= {len(images)} (the {cfg.data} images), got {cfg.samples}")
     idx = torch.randperm(len(images), generator=gen)[: cfg.samples or len(images)]

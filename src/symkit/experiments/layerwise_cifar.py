@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from symkit import runtime
 from symkit.datasets.quadrant_digits import colour_digits, standardise_channels
 from symkit.datasets.sources import load_images
 from symkit.experiments.fields import Count, CountOrZero, NonNegative, Positive
@@ -118,8 +119,8 @@ def cifar_data(cfg: LayerwiseCifarConfig) -> tuple[torch.Tensor, ...]:
     if cfg.source == "digits":
         return colour_digits(cfg.canvas, cfg.digit_size, cfg.n_test, cfg.seed, cfg.noise, cfg.max_shift)
     size = None if cfg.canvas == 32 else cfg.canvas
-    xtr, ytr = load_images("cifar10", "train", size=size, limit=cfg.n_train or None)
-    xte, yte = load_images("cifar10", "test", size=size, limit=cfg.n_test)
+    xtr, ytr = load_images("cifar10", "train", size=size, limit=cfg.n_train or None, data_dir=runtime.data_dir())
+    xte, yte = load_images("cifar10", "test", size=size, limit=cfg.n_test, data_dir=runtime.data_dir())
     xtr, xte = standardise_channels(xtr, xte)
     return xtr, ytr, xte, yte
 

@@ -87,7 +87,7 @@ def check_layerwise(cfg: LayerwiseConfig, sources: tuple[str, ...]) -> None:
     if cfg.source not in sources:
         raise ValueError(f"source must be one of {sources}, got {cfg.source!r}")
     if cfg.source != "digits":
-        data_dir_of(None)
+        data_dir_of(runtime.data_dir())
 
 
 def device_data(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from symkit import runtime
 from symkit.datasets.quadrant_digits import quadrant_digits, quadrant_mnist
 from symkit.experiments.layerwise_common import (
     EVAL_BATCH,
@@ -56,7 +57,7 @@ def validate(cfg: LayerwiseQuadrantConfig) -> None:
 def quadrant_data(cfg: LayerwiseQuadrantConfig) -> tuple[torch.Tensor, ...]:
     """``(x_train, y_train, x_test, y_test)`` of the config's source: quadrant digits or quadrant MNIST."""
     if cfg.source == "mnist":
-        return quadrant_mnist(cfg.task, cfg.n_train, cfg.n_test, cfg.seed)
+        return quadrant_mnist(cfg.task, cfg.n_train, cfg.n_test, cfg.seed, data_dir=runtime.data_dir())
     return quadrant_digits(cfg.task, cfg.digit_size, cfg.n_test, cfg.seed)
 
 

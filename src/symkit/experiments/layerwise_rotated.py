@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from symkit import runtime
 from symkit.datasets.quadrant_digits import TRANSFORMS, transformed_digits, transformed_mnist
 from symkit.experiments.fields import Count, CountOrZero
 from symkit.experiments.layerwise_common import (
@@ -62,7 +63,8 @@ def validate(cfg: LayerwiseRotatedConfig) -> None:
 def rotated_data(cfg: LayerwiseRotatedConfig) -> tuple[torch.Tensor, ...]:
     """``(x_train, y_train, x_test, y_test)`` of the config's source: transformed digits or transformed MNIST."""
     if cfg.source == "mnist":
-        return transformed_mnist(cfg.transform, cfg.max_shift, cfg.n_train, cfg.n_test, cfg.seed, cfg.canvas)
+        return transformed_mnist(cfg.transform, cfg.max_shift, cfg.n_train, cfg.n_test, cfg.seed, cfg.canvas,
+                                 data_dir=runtime.data_dir())
     return transformed_digits(cfg.transform, cfg.digit_size, cfg.canvas, cfg.max_shift, cfg.n_test, cfg.seed)
 
 

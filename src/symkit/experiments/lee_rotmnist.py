@@ -88,7 +88,7 @@ def validate(config: RotMNISTConfig) -> None:
     if config.data == "mnist":
         from symkit.datasets.files import data_dir_of
 
-        data_dir_of()  # names the missing data folder before any run starts
+        data_dir_of(runtime.data_dir())  # names the missing data folder before any run starts
 
 
 # ------------------------------------------------------------------------------------------------ the model

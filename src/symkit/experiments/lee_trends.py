@@ -175,7 +175,7 @@ def validate(config: LEETrendsConfig) -> None:
     if config.data != "digits":
         from symkit.datasets.files import data_dir_of
 
-        data_dir_of()  # names the missing data folder before any run starts
+        data_dir_of(runtime.data_dir())  # names the missing data folder before any run starts
 
 
 def _splits(config: LEETrendsConfig, gen: torch.Generator) -> tuple[torch.Tensor, ...]:
@@ -191,8 +191,9 @@ def _splits(config: LEETrendsConfig, gen: torch.Generator) -> tuple[torch.Tensor
         test_idx, train_idx = perm[:n_test], perm[n_test:]
         x_train, y_train, x_test, y_test = images[train_idx], labels[train_idx], images[test_idx], labels[test_idx]
     else:
-        x_train, y_train = load_images(config.data, "train", size=config.image_size, limit=config.n_train or None)
-        x_test, y_test = load_images(config.data, "test", size=config.image_size)
+        x_train, y_train = load_images(config.data, "train", size=config.image_size, limit=config.n_train or None,
+                                       data_dir=runtime.data_dir())
+        x_test, y_test = load_images(config.data, "test", size=config.image_size, data_dir=runtime.data_dir())
     mean, std = x_train.mean(), x_train.std()
     return (x_train - mean) / std, y_train, (x_test - mean) / std, y_test, std
 

@@ -97,7 +97,7 @@ def validate(config: LEEZooConfig) -> None:
     if config.data in ("folder", "mnist", "cifar10"):
         from symkit.datasets.files import data_dir_of
 
-        data_dir_of()  # names the missing data folder before any run starts
+        data_dir_of(runtime.data_dir())  # names the missing data folder before any run starts
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -150,13 +150,13 @@ def load_data(config: LEEZooConfig, need_train: bool) -> ZooData:
         from symkit.datasets.images import image_folder_files, load_image_folder
 
         split = config.split or None
-        x, y, classes = load_image_folder(None, split, size=size, limit=n)
-        files, _ = image_folder_files(None, split)
+        x, y, classes = load_image_folder(runtime.data_dir(), split, size=size, limit=n)
+        files, _ = image_folder_files(runtime.data_dir(), split)
         if config.acc_images:
             files = [files[i] for i in _spread(len(files), config.acc_images)]
         train = None
         if need_train:
-            xt, yt, tclasses = load_image_folder(None, config.train_split or None, size=size,
+            xt, yt, tclasses = load_image_folder(runtime.data_dir(), config.train_split or None, size=size,
                                                  limit=config.train_images or None)
             if tclasses != classes:
                 raise ValueError(f"the {config.train_split!r} and {config.split!r} folders have different classes")
@@ -167,12 +167,12 @@ def load_data(config: LEEZooConfig, need_train: bool) -> ZooData:
             from symkit.datasets.mnist import load_mnist as loader
         else:
             from symkit.datasets.cifar import load_cifar10 as loader
-        x, y = loader(None, "test")
+        x, y = loader(runtime.data_dir(), "test")
         keep = _spread(len(y), config.acc_images or len(y))
         x, y = x[keep], y[keep]
         train = None
         if need_train:
-            xt, yt = loader(None, "train")
+            xt, yt = loader(runtime.data_dir(), "train")
             if config.train_images:
                 idx = torch.randperm(len(yt), generator=torch.Generator().manual_seed(config.seed))
                 xt, yt = xt[idx[: config.train_images]], yt[idx[: config.train_images]]

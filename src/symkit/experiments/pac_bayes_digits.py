@@ -105,7 +105,7 @@ def validate(config: PacBayesDigitsConfig) -> None:
         raise ValueError(f"the image size {size} must be divisible by 2^(stages-1) = {2 ** (config.stages - 1)} "
                          "(2x2 pooling commutes with quarter turns only on even sizes)")
     if _on_mnist(config):
-        data_dir_of(config.data_dir or None)  # names the missing setting before any run starts
+        data_dir_of(config.data_dir or runtime.data_dir())  # names the missing setting before any run starts
 
 
 def _on_mnist(config: PacBayesDigitsConfig) -> bool:
@@ -128,8 +128,8 @@ def digits_data(config: PacBayesDigitsConfig) -> tuple[Data, Data]:
     """The seeded train and test sets of the config: the bundled digits (rotated or upright, split by
     ``test_fraction``) or MNIST's own train and test files (quarter-turned for ``mnist-rot90``)."""
     if _on_mnist(config):
-        x, y = load_mnist(config.data_dir or None, "train")
-        xt, yt = load_mnist(config.data_dir or None, "test")
+        x, y = load_mnist(config.data_dir or runtime.data_dir(), "train")
+        xt, yt = load_mnist(config.data_dir or runtime.data_dir(), "test")
         if config.n_train:
             x, y = x[: config.n_train], y[: config.n_train]
         if config.data in ("mnist-rot90", "rot90"):

@@ -68,7 +68,7 @@ def validate(config: AngleConfig) -> None:
     if config.data != "digits":
         from symkit.datasets.files import data_dir_of
 
-        data_dir_of()
+        data_dir_of(runtime.data_dir())
 
 
 def _wrap(a: torch.Tensor) -> torch.Tensor:
@@ -87,8 +87,9 @@ def run(config: AngleConfig) -> dict:
         train_idx, test_idx = split_indices(images.shape[0], config.test_fraction, seed=config.seed)
         train_images, test_images = images[train_idx], images[test_idx]
     else:  # the official split of the files in the data folder
-        train_images = centred_images(config.data, "train", config.digit_size, config.canvas)[0]
-        test_images = centred_images(config.data, "test", config.digit_size, config.canvas)[0]
+        folder = runtime.data_dir()
+        train_images = centred_images(config.data, "train", config.digit_size, config.canvas, data_dir=folder)[0]
+        test_images = centred_images(config.data, "test", config.digit_size, config.canvas, data_dir=folder)[0]
     if config.train_subset:
         train_images = train_images[: config.train_subset]
     train_images, test_images = train_images.to(device), test_images.to(device)

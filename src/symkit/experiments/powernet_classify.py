@@ -95,7 +95,7 @@ def validate(config: ClassifyConfig) -> None:
     if config.data != "digits":
         from symkit.datasets.files import data_dir_of
 
-        data_dir_of()
+        data_dir_of(runtime.data_dir())
 
 
 def _powers(config: ClassifyConfig) -> list[tuple[int, ...]] | None:
@@ -134,8 +134,8 @@ def _data(config: ClassifyConfig, device: torch.device
     if config.data == "cifar10":
         from symkit.datasets.sources import load_images
 
-        xtr, ytr = load_images("cifar10", "train")
-        xte, yte = load_images("cifar10", "test")
+        xtr, ytr = load_images("cifar10", "train", data_dir=runtime.data_dir())
+        xte, yte = load_images("cifar10", "test", data_dir=runtime.data_dir())
         if config.train_subset:
             xtr, ytr = xtr[: config.train_subset], ytr[: config.train_subset]
         return xtr.to(device), ytr.to(device), xte.to(device), yte.to(device), False
@@ -146,8 +146,8 @@ def _data(config: ClassifyConfig, device: torch.device
             train_idx = train_idx[: config.train_subset]
         xtr, ytr, xte, yte = images[train_idx], labels[train_idx], images[test_idx], labels[test_idx]
     else:  # 2xMNIST: the official split of the files in the data folder
-        xtr, ytr = centred_images(config.data, "train", config.digit_size, config.canvas)
-        xte, yte = centred_images(config.data, "test", config.digit_size, config.canvas)
+        xtr, ytr = centred_images(config.data, "train", config.digit_size, config.canvas, data_dir=runtime.data_dir())
+        xte, yte = centred_images(config.data, "test", config.digit_size, config.canvas, data_dir=runtime.data_dir())
         if config.train_subset:
             xtr, ytr = xtr[: config.train_subset], ytr[: config.train_subset]
     xtr, ytr, xte, yte = (t.to(device) for t in (xtr, ytr, xte, yte))

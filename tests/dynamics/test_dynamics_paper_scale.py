@@ -80,7 +80,7 @@ def _forward_count(model: ProjectNet) -> list[int]:
 
 
 @pytest.mark.parametrize("mode", ["nominal", "augmented", "equivariant"])
-def test_a_smoke_run_takes_two_batches_of_each_gradient(mode):
+def test_max_batches_takes_two_batches_of_each_gradient(mode):
     rot = Rotations90(4)
     model = ProjectNet([LayerSpec(rot, rot, 1, 2), LayerSpec(rot, rot, 2, 1)], dtype=torch.float64)
     X = torch.randn(16, 1, 4, 4, dtype=torch.float64)
@@ -88,9 +88,21 @@ def test_a_smoke_run_takes_two_batches_of_each_gradient(mode):
     full_batch_gradient(model, X, X, mode, "mse", batch_size=4, aug_passes=5)
     assert calls[0] == (20 if mode == "augmented" else 4)
     calls[0] = 0
-    with runtime.using(runtime.RunSettings(max_epochs=1, max_batches=2)):
-        full_batch_gradient(model, X, X, mode, "mse", batch_size=4, aug_passes=5)
+    full_batch_gradient(model, X, X, mode, "mse", batch_size=4, aug_passes=5, max_batches=2)
     assert calls[0] == 2
+    calls[0] = 0
+    with runtime.using(runtime.RunSettings(max_epochs=1, max_batches=1)):  # the library ignores the run context
+        full_batch_gradient(model, X, X, mode, "mse", batch_size=4, aug_passes=5)
+    assert calls[0] == (20 if mode == "augmented" else 4)
+    with pytest.raises(ValueError, match="max_batches"):
+        full_batch_gradient(model, X, X, mode, "mse", max_batches=0)
+
+
+def test_a_smoke_run_of_the_experiment_takes_one_step_over_one_batch():
+    cfg = EXP.make_config(quick=True, group="trans", runs=2, steps=5)
+    with runtime.using(runtime.RunSettings(max_epochs=1, max_batches=1)):
+        out = EXP.run(cfg)
+    assert len(out["to_e_curve_nom"]) == 2  # the start and one step
 
 
 def test_a_smoke_run_trains_one_repetition_of_one_step():

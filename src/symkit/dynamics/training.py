@@ -14,19 +14,20 @@ by the number of batches K) and one plain gradient-descent step ``A <- A - lr * 
 distance travelled ||A - A^0|| and the distance to E ||A - Pi_E A|| (Frobenius), and their totals as the square root
 of the sum of squared layer norms (not the reference code's fourth-power sum, notes A.7.5 item 5).
 
-A smoke run (:mod:`symkit.runtime`) takes one step over the first two mini-batches (of all N passes, for
-``"augmented"``). Models and data may be on any device; they must be on the same one.
+``max_batches`` (a smoke run's limit) sums the gradient over the first mini-batches only (of all N passes, for
+``"augmented"``), and ``max_steps`` cuts the number of steps. Models and data may be on any device; they must be on
+the same one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 
 import numpy as np
 import torch
 
-from symkit import runtime
 from symkit.actions.grid import Element, act
 from symkit.dynamics.model import ProjectNet
 from symkit.train import Trainer
@@ -69,6 +70,11 @@ def _loss(loss: str | Loss) -> Loss:
     return LOSSES[loss]
 
 
+def _check_limit(name: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+
+
 def _batches(n: int, batch_size: int | None) -> list[slice]:
     if batch_size is None or batch_size >= n:
         return [slice(0, n)]
@@ -95,8 +101,10 @@ def full_batch_gradient(
     exact: bool = False,
     penalty: float = 0.0,
     generator: torch.Generator | None = None,
+    max_batches: int | None = None,
 ) -> float:
-    """Set ``p.grad`` of every parameter to the full-batch gradient of ``mode``; returns the (mode's) loss."""
+    """Set ``p.grad`` of every parameter to the full-batch gradient of ``mode``; returns the (mode's) loss.
+    ``max_batches`` keeps the first mini-batches only (a smoke run; None: all)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if not isinstance(model, ProjectNet):
@@ -105,6 +113,7 @@ def full_batch_gradient(
         raise ValueError(f"X has {len(X)} samples but Y has {len(Y)}")
     if aug_passes < 1:
         raise ValueError(f"aug_passes must be >= 1, got {aug_passes}")
+    _check_limit("max_batches", max_batches)
     fn = _loss(loss)
     model.zero_grad(set_to_none=False)
     for p in model.parameters():
@@ -115,21 +124,21 @@ def full_batch_gradient(
     total = 0.0
     if mode == "augmented" and exact:
         elements = list(model.action_in.elements())
-        for sl in runtime.limit_batches(slices):
+        for sl in islice(slices, max_batches):
             for g in elements:
                 xg, yg = _transform(model, X[sl], Y[sl], g)
                 value = fn(model(xg), yg) / (K * len(elements))
                 value.backward()
                 total += float(value.detach())
     elif mode == "augmented":
-        for sl in runtime.limit_batches(sl for _ in range(aug_passes) for sl in slices):
+        for sl in islice((sl for _ in range(aug_passes) for sl in slices), max_batches):
             g = model.action_in.sample(generator)
             xg, yg = _transform(model, X[sl], Y[sl], g)
             value = fn(model(xg), yg) / (K * aug_passes)
             value.backward()
             total += float(value.detach())
     else:
-        for sl in runtime.limit_batches(slices):
+        for sl in islice(slices, max_batches):
             value = fn(model(X[sl]), Y[sl]) / K
             value.backward()
             total += float(value.detach())
@@ -188,13 +197,19 @@ def train(
     exact: bool = False,
     penalty: float = 0.0,
     seed: int = 0,
+    max_steps: int | None = None,
+    max_batches: int | None = None,
 ) -> Trajectory:
     """``steps`` full-batch gradient-descent steps of ``mode`` on ``model`` (in place); the tracked trajectory.
 
-    Augmentation draws its group elements from ``torch.Generator().manual_seed(seed)``.
+    Augmentation draws its group elements from ``torch.Generator().manual_seed(seed)``. A smoke run's limits:
+    ``max_steps`` cuts ``steps``, ``max_batches`` the mini-batches summed per step (None: no limit).
     """
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    _check_limit("max_steps", max_steps)
+    _check_limit("max_batches", max_batches)
+    steps = steps if max_steps is None else min(steps, max_steps)
     if not lr > 0:
         raise ValueError(f"lr must be positive, got {lr!r}")
     gen = torch.Generator().manual_seed(seed)
@@ -211,7 +226,7 @@ def train(
 
     if steps > 0:  # plain gradient descent, A <- A - lr * grad: SGD without momentum, one full-batch step per epoch
         Trainer(model, gradient=lambda m: full_batch_gradient(m, X, Y, mode, loss, batch_size, aug_passes, exact,
-                                                             penalty, generator=gen),
+                                                             penalty, generator=gen, max_batches=max_batches),
                 optimizer="sgd", momentum=0.0, lr=lr, epochs=steps, hooks=[track], desc=mode).fit()
     return Trajectory(mode, np.array(travelled), np.array(to_e), losses, head)
 

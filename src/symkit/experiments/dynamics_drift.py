@@ -168,14 +168,15 @@ def _run(cfg: DriftConfig) -> dict[str, Any]:
     X = X.to(device=device, dtype=dtype)
     Y = Y.to(device=device, dtype=dtype if Y.is_floating_point() else Y.dtype)
     batch_size = (cfg.perm_batch_size or cfg.batch_size) if cfg.group == "perm" else cfg.batch_size
-    runs = 1 if runtime.current().smoke else cfg.runs  # a smoke run checks one repetition
+    settings = runtime.current()
+    runs = 1 if settings.smoke else cfg.runs  # a smoke run checks one repetition
     curves: dict[str, dict[str, list[np.ndarray]]] = {m: {"to_e": [], "travelled": []} for m in MODES}
     for r in progress(range(runs), total=runs, desc=f"drift {cfg.group}"):
         model = ProjectNet(specs, "leaky_relu", norm_after, seed=cfg.seed * 1000 + r, dtype=dtype, device=device)
         for mode, name in zip(MODES, ("nominal", "augmented", "equivariant")):
             traj = train(
                 model.copy(), X, Y, name, cfg.steps, cfg.lr, loss, batch_size, cfg.aug_passes,
-                seed=cfg.seed * 1000 + r,
+                seed=cfg.seed * 1000 + r, max_steps=settings.max_epochs, max_batches=settings.max_batches,
             )
             curves[mode]["to_e"].append(traj.total("to_e", include_head=False))
             curves[mode]["travelled"].append(traj.total("travelled", include_head=False))

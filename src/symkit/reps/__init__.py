@@ -17,6 +17,7 @@ from symkit.reps.core import (
     Vector,
 )
 from symkit.reps.errors import equivariance_error
+from symkit.reps.irreps import Irrep, from_irreps, irrep_generators, to_irreps
 from symkit.reps.solve import StructuredBasis, canonical_blocks, clear_memory_cache
 
 _core.SOLVER = _solve  # Rep.equivariant_basis() and friends delegate to the solver (see reps/core.py)
@@ -24,4 +25,5 @@ _core.SOLVER = _solve  # Rep.equivariant_basis() and friends delegate to the sol
 __all__ = [
     "Rep", "V", "Vector", "Scalar", "ScalarRep", "T", "Dual", "SumRep", "ProductRep", "CustomRep", "PseudoScalar",
     "Block", "StructuredBasis", "canonical_blocks", "clear_memory_cache", "equivariance_error",
+    "Irrep", "from_irreps", "to_irreps", "irrep_generators",
 ]

@@ -531,6 +531,11 @@ class CustomRep(_Leaf):
 
             _, out = torch.func.jvp(f, (eye,), (At,))
         out = out.detach().cpu().numpy() if isinstance(out, torch.Tensor) else np.asarray(out)
+        if not np.all(np.isfinite(out)):
+            if self.drho_fn is not None:
+                raise ValueError(f"CustomRep {self!r}: drho_fn returned non-finite values (nan or inf)")
+            raise ValueError(f"CustomRep {self!r}: d rho derived as the JVP of rho_fn at the identity is not finite "
+                             "(nan or inf); pass drho_fn (A -> d rho(A) for a Lie algebra element A) to CustomRep")
         return np.asarray(out).reshape(self._size, self._size)
 
     @property

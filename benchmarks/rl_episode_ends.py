@@ -148,10 +148,9 @@ def main() -> None:
     parser.add_argument("--deterministic", action="store_true",
                         help="play the mean actions (as the evaluations do) instead of sampling them")
     args = parser.parse_args()
-    from stable_baselines3 import SAC
-
     from symkit.experiments.rl_sac import NETWORK_FIELDS, SACConfig
     from symkit.rl import preset
+    from symkit.rl.sac import load_sac
 
     p = preset(args.env)
     torch.set_num_threads(1)
@@ -185,7 +184,7 @@ def main() -> None:
             continue  # still training, or stopped part way
         settings = [f"{k}={config[k]}" for k in NETWORK_FIELDS if k in config and config[k] != defaults[k]]
         label = ", ".join([str(config.get("model")), *settings, f"seed {config.get('seed')}"])
-        ends = episode_ends(SAC.load(folder / "sac.zip", device="cpu"), env, args.episodes, args.seed, projection,
+        ends = episode_ends(load_sac(folder / "sac.zip"), env, args.episodes, args.seed, projection,
                             to_features, deterministic=args.deterministic)
         print(f"| {label} | {done:,} | {ends['above']} | {ends['below']} | {ends['other']} | {ends['time limit']} "
               f"| {ends['episode length']:.0f} | {ends['forward reward per step']:.2f} "

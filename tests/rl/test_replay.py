@@ -1,5 +1,5 @@
-"""SAC checkpoints keep the replay buffer's filled rows only (symkit.rl.replay), resume from them exactly, and still
-resume from the whole-buffer pickles of earlier versions."""
+"""SAC checkpoints keep the replay buffer's filled rows only (symkit.rl.replay) and resume from them exactly; the
+whole-buffer pickles of earlier versions resume once converted on request."""
 
 from __future__ import annotations
 
@@ -55,21 +55,26 @@ def test_a_file_of_another_size_or_other_spaces_is_refused_by_name(tmp_path):
         load_replay(other, tmp_path / "replay.npz")
 
 
-def test_a_checkpoint_of_an_earlier_version_resumes_and_is_rewritten_compact(tmp_path):
-    """A checkpoint whose buffer is stable-baselines3's pickle (``replay.pkl``) resumes with every transition; the
-    next save writes ``replay.npz`` and removes the pickle."""
-    from stable_baselines3 import SAC
+def test_a_checkpoint_of_an_earlier_version_is_converted_on_request_and_rewritten_compact(tmp_path):
+    """A checkpoint whose buffer is stable-baselines3's pickle (``replay.pkl``) is refused until converted
+    (symkit.rl.sac.convert_legacy_checkpoint); then it resumes with every transition, the pickle gone."""
     from stable_baselines3.common.monitor import Monitor
+
+    from symkit.rl.sac import LegacyCheckpointError, convert_legacy_checkpoint, load_sac
 
     p = PRESETS["Hopper"]
     kw = dict(seed=2, eval_every=100, eval_episodes=1, checkpoint_dir=tmp_path, checkpoint_every=100, ch=16,
               learning_starts=50, batch_size=16, buffer_size=1000, keep_replay=True)
     train_sac(p, "relu-mlp", 100, **kw)
-    model = SAC.load(tmp_path / "sac.zip", env=Monitor(p.make_env()))
+    model = load_sac(tmp_path / "sac.zip", env=Monitor(p.make_env()))
     load_replay(model.replay_buffer, tmp_path / "replay.npz")
     model.save_replay_buffer(tmp_path / "replay.pkl")  # as an earlier version wrote it
     (tmp_path / "replay.npz").unlink()
     assert replay_file(tmp_path) == tmp_path / "replay.pkl"
+    with pytest.raises(LegacyCheckpointError, match="replay.pkl is a pickle"):
+        train_sac(p, "relu-mlp", 300, **kw)
+    assert convert_legacy_checkpoint(tmp_path) == ["replay.pkl"]
+    assert sorted(os.listdir(tmp_path)) == [".lock", "curve.json", "replay.npz", "sac.zip"]
     resumed = train_sac(p, "relu-mlp", 300, **kw)
     assert resumed.resumed_from == 100 and resumed.steps == [0, 100, 200, 300]
     assert resumed.model.replay_buffer.size() == 300  # the 100 of the pickle (a final save), then one a step

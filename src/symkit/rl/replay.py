@@ -3,8 +3,10 @@
 stable-baselines3's ``save_replay_buffer`` pickles the whole preallocated buffer: every one of ``buffer_size`` rows
 (10^6, the thesis's) however few are filled, 308 MB for HalfCheetah at any step. :func:`save_replay` writes the
 filled rows only (``replay.npz``: 31 MB after 100,000 HalfCheetah steps), with the write position, whether the
-buffer has wrapped, and its size; :func:`load_replay` puts them back into a buffer of the same size and spaces.
-Checkpoints written by earlier symkit versions (``replay.pkl``) are still read (:func:`replay_file`).
+buffer has wrapped, and its size; :func:`load_replay` puts them back into a buffer of the same size and spaces,
+reading arrays only (``allow_pickle=False``). Checkpoints written by earlier symkit versions hold stable-baselines3's
+pickle (``replay.pkl``, found by :func:`replay_file`): :func:`symkit.rl.sac.train_sac` refuses it, and
+:func:`symkit.rl.sac.convert_legacy_checkpoint` converts a folder the user trusts.
 """
 
 from __future__ import annotations
@@ -45,23 +47,37 @@ def save_replay(buffer: Any, path: str | os.PathLike[str]) -> None:
                  **arrays)
 
 
+def _array(data: Any, name: str, path: Path) -> np.ndarray:
+    """``data[name]`` of an open ``.npz``; an object array (pickled objects, which ``allow_pickle=False`` refuses to
+    load) raises ``ValueError`` naming the file and the array."""
+    try:
+        return data[name]
+    except ValueError as exc:
+        raise ValueError(f"{path}: {name} holds pickled objects, not numbers; symkit loads arrays only "
+                         f"({exc})") from None
+
+
 def load_replay(buffer: Any, path: str | os.PathLike[str]) -> None:
     """Fill ``buffer`` (a new ``ReplayBuffer`` of the run's size and spaces) from a file of :func:`save_replay`. A file
-    for another buffer size or other spaces raises ``ValueError`` naming what differs. (An earlier version's
-    ``replay.pkl`` is stable-baselines3's own: ``model.load_replay_buffer`` reads it.)"""
+    for another buffer size or other spaces raises ``ValueError`` naming what differs. Arrays only
+    (``allow_pickle=False``): a file holding pickled objects is refused, unread."""
     path = Path(path)
-    with np.load(path) as data:
-        if int(data["buffer_size"]) != buffer.buffer_size:
-            raise ValueError(f"{path} holds a replay buffer of {int(data['buffer_size'])} rows; this run's has "
-                             f"{buffer.buffer_size}")
-        n = int(data["buffer_size"]) if bool(data["full"]) else int(data["pos"])
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except ValueError as exc:  # a pickle, not an .npz
+        raise ValueError(f"{path}: not a replay buffer of arrays ({exc})") from None
+    with npz as data:
+        size, full, pos = (_array(data, name, path) for name in ("buffer_size", "full", "pos"))
+        if int(size) != buffer.buffer_size:
+            raise ValueError(f"{path} holds a replay buffer of {int(size)} rows; this run's has {buffer.buffer_size}")
+        n = int(size) if bool(full) else int(pos)
         for name in FIELDS:
             target = getattr(buffer, name, None)
             if target is None:
                 continue
-            rows = data[name]
+            rows = _array(data, name, path)
             if rows.shape != (n, *target.shape[1:]):
                 raise ValueError(f"{path}: {name} has shape {rows.shape}, expected {(n, *target.shape[1:])} for this "
                                  "run's spaces")
             target[:n] = rows
-        buffer.pos, buffer.full = int(data["pos"]), bool(data["full"])
+        buffer.pos, buffer.full = int(pos), bool(full)

@@ -33,15 +33,22 @@ over the RPP's many small tensors).
 curve) and checkpoints (model, replay buffer and curve, written atomically every ``checkpoint_every`` steps): a run
 stopped at any point resumes from its last checkpoint with the same replay buffer, optimiser state and step count.
 The environment's internal random state is not part of a checkpoint, so a resumed run follows a different (equally
-valid) trajectory from an uninterrupted one.
+valid) trajectory from an uninterrupted one. A checkpoint holds plain data only, read back without unpickling
+anything: the model as JSON settings and state dicts (:func:`save_sac`, :func:`load_sac`), the replay buffer as
+arrays (:mod:`symkit.rl.replay`), the curve as JSON. The pickles of earlier versions (stable-baselines3's
+``sac.zip``, ``replay.pkl``) are refused (:class:`LegacyCheckpointError`) until the user converts a folder they
+trust (:func:`convert_legacy_checkpoint`).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import pickle
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +93,8 @@ from symkit.train import fused_options
 
 __all__ = ["KINDS", "MLP_KINDS", "HIDDEN", "STD_PARAMS", "BASELINE_TAU", "RL_BILINEAR_SCALE", "RL_TARGET_ENTROPY_SCALE",
            "PresetFeatures", "SymmetricSACPolicy", "SACResult", "make_sac", "train_sac", "critic_tau",
-           "area_under_curve", "best_so_far", "late_return", "LATE_FRACTION"]
+           "area_under_curve", "best_so_far", "late_return", "LATE_FRACTION", "MODEL_FILE", "save_sac", "load_sac",
+           "LegacyCheckpointError", "convert_legacy_checkpoint"]
 
 BASELINE_TAU = 0.005  # Table A.9, every baseline
 
@@ -399,6 +407,145 @@ def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int
                device=runtime.device(), verbose=0)
 
 
+#: a checkpoint's model: a zip of ``sac.json`` (settings and step counters) and ``state.pt`` (state dicts)
+MODEL_FILE = "sac.zip"
+MODEL_FORMAT = 1
+#: the SAC settings :func:`make_sac` chooses, kept in ``sac.json`` beside the policy's (``policy_kwargs``)
+_SAC_SETTINGS = ("learning_rate", "buffer_size", "learning_starts", "batch_size", "tau", "gamma", "ent_coef",
+                 "target_entropy", "seed")
+_COUNTERS = ("num_timesteps", "_episode_num", "_n_updates")
+
+
+class LegacyCheckpointError(ValueError):
+    """A checkpoint file that an earlier symkit version wrote as a pickle: symkit does not load it (unpickling a file
+    can run any code); :func:`convert_legacy_checkpoint` converts a folder the user trusts."""
+
+
+def _legacy_message(folder: Path, names: list[str]) -> str:
+    return (f"{folder}: {' and '.join(names)} {'is a pickle' if len(names) == 1 else 'are pickles'} written by an "
+            "earlier symkit version, which symkit does not load (unpickling a file can run any code); for a folder "
+            f"you trust, convert it once with symkit.rl.sac.convert_legacy_checkpoint({str(folder)!r})")
+
+
+def _is_stable_baselines_zip(path: Path) -> bool:
+    """Whether ``path`` is stable-baselines3's own ``save`` (a zip with the pickled ``data`` member), read from the
+    zip's directory alone."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return "data" in z.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def save_sac(model: SAC, path: str | os.PathLike[str]) -> None:
+    """Write a SAC of :func:`make_sac` as plain data: a zip of ``sac.json`` (the policy's and SAC's settings and the
+    step counters, as JSON) and ``state.pt`` (``torch.save`` of the state dicts of the policy and the optimisers and
+    of the entropy coefficient), which :func:`load_sac` reads back with ``torch.load(weights_only=True)``."""
+    if not isinstance(getattr(model, "policy", None), SymmetricSACPolicy):
+        raise TypeError(f"save_sac: expected a SAC with a SymmetricSACPolicy (make_sac's), got "
+                        f"{type(getattr(model, 'policy', model)).__name__}")
+    settings = {"format": MODEL_FORMAT, "policy_kwargs": model.policy_kwargs,
+                "sac": {name: getattr(model, name) for name in _SAC_SETTINGS},
+                "counters": {name: int(getattr(model, name)) for name in _COUNTERS}}
+    try:
+        text = json.dumps(settings, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"save_sac: the model's settings must be plain data (numbers, strings, lists), as make_sac "
+                         f"makes them ({exc})") from None
+    variables = model._get_torch_save_params()[1]  # log_ent_coef (learned temperature) or ent_coef_tensor
+    state = io.BytesIO()
+    torch.save({"parameters": model.get_parameters(),
+                "variables": {name: getattr(model, name).detach() for name in variables}}, state)
+    with zipfile.ZipFile(path, "w") as z:  # stored, not compressed: float tensors do not compress
+        z.writestr("sac.json", text)
+        z.writestr("state.pt", state.getvalue())
+
+
+def _read_model(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The settings and state of a :func:`save_sac` file; stable-baselines3's pickled ``sac.zip`` is refused."""
+    what = f"{path}: not a symkit SAC model (a zip of sac.json and state.pt)"
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+            if "data" in names:
+                raise LegacyCheckpointError(_legacy_message(path.parent, [path.name]))
+            if not {"sac.json", "state.pt"} <= names:
+                raise ValueError(f"{what}, holds {sorted(names)}")
+            settings = json.loads(z.read("sac.json"))
+            state = torch.load(io.BytesIO(z.read("state.pt")), map_location="cpu", weights_only=True)
+    except zipfile.BadZipFile:
+        raise ValueError(f"{what}, not a zip file") from None
+    except pickle.UnpicklingError as exc:  # what torch.load(weights_only=True) raises for anything but plain data
+        raise ValueError(f"{path}: state.pt holds more than tensors and plain data, which symkit does not load "
+                         f"({str(exc).splitlines()[0]})") from None
+    if not isinstance(settings, dict) or settings.get("format") != MODEL_FORMAT:
+        raise ValueError(f"{path}: sac.json is not of format {MODEL_FORMAT}, the one this symkit reads")
+    sections = {"policy_kwargs": None, "sac": _SAC_SETTINGS, "counters": _COUNTERS}
+    if sorted(settings) != sorted([*sections, "format"]) or not all(
+            isinstance(settings[key], dict) and (names is None or sorted(settings[key]) == sorted(names))
+            for key, names in sections.items()):
+        raise ValueError(f"{path}: sac.json must hold policy_kwargs, sac {list(_SAC_SETTINGS)} and counters "
+                         f"{list(_COUNTERS)}")
+    if not isinstance(state, dict) or sorted(state) != ["parameters", "variables"]:
+        raise ValueError(f"{path}: state.pt must hold the parameters and variables of save_sac")
+    return settings, state
+
+
+def load_sac(path: str | os.PathLike[str], env: Any = None) -> SAC:
+    """The SAC that :func:`save_sac` wrote to ``path`` (a checkpoint's ``sac.zip``), built as :func:`make_sac` built it
+    (the same seeding, so the same random state after loading as stable-baselines3's ``SAC.load``) on ``env``
+    (default: a new environment of its preset), with its networks, optimisers, entropy coefficient and step
+    counters. Reads JSON and tensors only; a ``sac.zip`` saved by stable-baselines3 (earlier symkit versions'
+    checkpoints, a pickle) raises :class:`LegacyCheckpointError`."""
+    path = Path(path)
+    settings, state = _read_model(path)
+    policy_kwargs = settings["policy_kwargs"]
+    if env is None:
+        env = preset(policy_kwargs.get("preset_name", "Hopper")).make_env()
+    model = SAC(SymmetricSACPolicy, env, policy_kwargs=policy_kwargs, device=runtime.device(), verbose=0,
+                **settings["sac"])
+    parameters, variables = model._get_torch_save_params()
+    if sorted(state["parameters"]) != sorted(parameters) or sorted(state["variables"]) != sorted(variables):
+        raise ValueError(f"{path}: state.pt holds {sorted(state['parameters'])} and {sorted(state['variables'])}, "
+                         f"this SAC has {sorted(parameters)} and {sorted(variables)}")
+    try:
+        model.set_parameters(state["parameters"], exact_match=True, device=model.device)
+        with torch.no_grad():
+            for name in variables:
+                getattr(model, name).copy_(state["variables"][name])
+    except (RuntimeError, KeyError, ValueError) as exc:
+        raise ValueError(f"{path}: its state does not fit the SAC of its settings ({exc})") from None
+    for name in _COUNTERS:
+        setattr(model, name, int(settings["counters"][name]))
+    return model
+
+
+def convert_legacy_checkpoint(folder: str | os.PathLike[str]) -> list[str]:
+    """Rewrite a checkpoint folder of an earlier symkit version in today's format; call it only for a folder you
+    trust. Its ``sac.zip`` as stable-baselines3 saved it and its ``replay.pkl`` are pickles: this loads them
+    (unpickling runs whatever code a file names) and writes them as :func:`save_sac` and
+    :func:`~symkit.rl.replay.save_replay` do, each under a temporary name and then renamed (a linked file is
+    replaced, its other name left as it was); ``curve.json`` stays. The run then resumes as it did from the old files.
+    Returns the names of the files converted (none when the folder holds no pickle)."""
+    from stable_baselines3.common.save_util import load_from_pkl
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"convert_legacy_checkpoint: {folder} is not a folder")
+    converted = []
+    with exclusive(folder, "convert_legacy_checkpoint"):
+        if _is_stable_baselines_zip(folder / MODEL_FILE):
+            save_sac(SAC.load(folder / MODEL_FILE, device="cpu"), folder / "sac.tmp.zip")
+            os.replace(folder / "sac.tmp.zip", folder / MODEL_FILE)
+            converted.append(MODEL_FILE)
+        if replay_file(folder) == folder / LEGACY_REPLAY_FILE:  # a replay.npz beside it is the newer
+            save_replay(load_from_pkl(folder / LEGACY_REPLAY_FILE), folder / "replay.tmp.npz")
+            os.replace(folder / "replay.tmp.npz", folder / REPLAY_FILE)
+            (folder / LEGACY_REPLAY_FILE).unlink()
+            converted.append(LEGACY_REPLAY_FILE)
+    return converted
+
+
 @dataclass
 class SACResult:
     """A run's learning curve: ``steps[i]`` environment steps gave a mean deterministic return ``returns[i]`` over
@@ -450,8 +597,8 @@ class _Callback(BaseCallback):
         self.checkpoint.mkdir(parents=True, exist_ok=True)
         seconds = self.result.seconds + time.perf_counter() - self.start
         self.result.saves.append((int(self.num_timesteps), seconds))
-        written = {"sac.zip": "sac.tmp.zip", REPLAY_FILE: "replay.tmp.npz", "curve.json": "curve.json.tmp"}
-        self.model.save(self.checkpoint / written["sac.zip"])
+        written = {MODEL_FILE: "sac.tmp.zip", REPLAY_FILE: "replay.tmp.npz", "curve.json": "curve.json.tmp"}
+        save_sac(self.model, self.checkpoint / written[MODEL_FILE])
         save_replay(self.model.replay_buffer, self.checkpoint / written[REPLAY_FILE])
         buffer = self.model.replay_buffer
         (self.checkpoint / written["curve.json"]).write_text(json.dumps(
@@ -504,7 +651,8 @@ def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval
     (:class:`symkit._locks.RunInUse`) rather than mixing its checkpoints with this one's. Stopped by SIGTERM or
     Ctrl-C, it saves a checkpoint at the step it reached and then stops as the signal would have
     (:func:`symkit._stopping.deferred_stop`); with ``--compile`` its networks are compiled
-    (:func:`compile_networks`)."""
+    (:func:`compile_networks`). A checkpoint of an earlier symkit version (pickles) raises
+    :class:`LegacyCheckpointError` before anything in it is read (:func:`convert_legacy_checkpoint`)."""
     if steps < 1 or eval_every < 1 or checkpoint_every < 1:
         raise ValueError(f"train_sac: steps, eval_every and checkpoint_every must be >= 1, got {steps}, "
                          f"{eval_every}, {checkpoint_every}")
@@ -518,28 +666,34 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
                sac_kwargs: dict[str, Any]) -> SACResult:
     from stable_baselines3.common.monitor import Monitor
 
-    env = Monitor(p.make_env())
-    eval_env = Monitor(p.make_env())
-    eval_env.reset(seed=seed + 10_000)
     result = SACResult()
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else None
-    model = None
-    if ckpt is not None and (ckpt / "sac.zip").exists() and (ckpt / "curve.json").exists():
+    resume = None
+    if ckpt is not None and (ckpt / MODEL_FILE).exists() and (ckpt / "curve.json").exists():
         curve = json.loads((ckpt / "curve.json").read_text())
         finished = int(curve["num_timesteps"]) >= steps
         replay = replay_file(ckpt)
         if finished or replay is not None:
-            model = SAC.load(ckpt / "sac.zip", env=env, device=runtime.device())
-            if not finished:
-                if replay.name == LEGACY_REPLAY_FILE:  # stable-baselines3's pickle, as earlier versions saved it
-                    model.load_replay_buffer(replay)
-                else:
-                    load_replay(model.replay_buffer, replay)
-            _check_resumable(ckpt, model, curve, replay=not finished)
-            result.steps, result.returns = list(curve["steps"]), list(curve["returns"])
-            result.train_returns, result.seconds = list(curve["train_returns"]), float(curve["seconds"])
-            result.saves = [(int(n), float(t)) for n, t in curve.get("saves", [])]  # none before symkit kept them
-            result.resumed_from = int(model.num_timesteps)
+            legacy = [MODEL_FILE] if _is_stable_baselines_zip(ckpt / MODEL_FILE) else []
+            if not finished and replay.name == LEGACY_REPLAY_FILE:
+                legacy.append(LEGACY_REPLAY_FILE)
+            if legacy:  # refused before anything is read
+                raise LegacyCheckpointError(f"train_sac: {_legacy_message(ckpt, legacy)}, then run again")
+            resume = curve, finished, replay
+    env = Monitor(p.make_env())
+    eval_env = Monitor(p.make_env())
+    eval_env.reset(seed=seed + 10_000)
+    model = None
+    if resume is not None:
+        curve, finished, replay = resume
+        model = load_sac(ckpt / MODEL_FILE, env=env)
+        if not finished:
+            load_replay(model.replay_buffer, replay)
+        _check_resumable(ckpt, model, curve, replay=not finished)
+        result.steps, result.returns = list(curve["steps"]), list(curve["returns"])
+        result.train_returns, result.seconds = list(curve["train_returns"]), float(curve["seconds"])
+        result.saves = [(int(n), float(t)) for n, t in curve.get("saves", [])]  # none before symkit kept them
+        result.resumed_from = int(model.num_timesteps)
     if model is None:
         model = make_sac(p, kind, env, seed=seed, **sac_kwargs)
     # a logger with no outputs: left to itself, stable-baselines3 makes an empty SB3-<time> folder in the system's

@@ -67,9 +67,9 @@ def measure(spec_path: str) -> None:
     device = torch.device(spec["device"])
     with runtime.using(runtime.RunSettings(device=spec["device"])):
         model = build(spec["kind"], spec["cfg"], spec["labels"], spec["samples"])
-    model.load_state_dict(torch.load(spec["state"], map_location=device))
+    model.load_state_dict(torch.load(spec["state"], map_location=device, weights_only=True))
     model.eval()
-    tokens = torch.load(spec["tokens"], map_location=device)
+    tokens = torch.load(spec["tokens"], map_location=device, weights_only=True)
     memory = None
     if device.type == "cpu":
         with open("/proc/self/clear_refs", "w") as f:

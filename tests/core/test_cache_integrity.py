@@ -1,5 +1,7 @@
 """The on-disk basis cache returns only checked bases: every kind of bad entry is detected, recomputed and
-replaced (issue: the cache trusted any array with the right number of rows)."""
+replaced, including entries whose header is valid but whose basis misses a column, has a corrupted column, or
+whose rank is wrong (each is checked against a count that solves nothing); blocks with no such count are not
+stored at all."""
 
 import os
 import zipfile
@@ -7,10 +9,11 @@ import zipfile
 import numpy as np
 import pytest
 
-from symkit.groups import SO, Sp
+from symkit.groups import SO, SU, D, O, S, SO2eR3, Sp
 from symkit.linalg import cache as cache_mod
 from symkit.reps import T, V, clear_memory_cache
 from symkit.reps import solve as solve_mod
+from symkit.reps.solve import canonical_counts
 
 
 @pytest.fixture
@@ -74,12 +77,8 @@ def test_a_planted_bad_entry_is_recomputed_and_replaced(fresh_cache, rep, method
     good = np.load(entry)["payload"]
     assert _same_span(good, truth)
     rng = np.random.default_rng(0)
-    if bad == "drop_column":
-        dropped = np.ascontiguousarray(good[:, :-1])
-        if method == "brauer":  # a self-consistent header: caught by the rank, which the Brauer path knows cheaply
-            _plant(entry, dropped)
-        else:  # no cheap rank on the dense path: the header (shape, sha256) of the complete basis catches it
-            _plant(entry, dropped, shape=list(good.shape), sha256=cache_mod._digest(good))
+    if bad == "drop_column":  # a self-consistent header: caught by the rank, counted without solving
+        _plant(entry, np.ascontiguousarray(good[:, :-1]))
     elif bad == "extra_column":
         extra = np.linalg.qr(np.concatenate([good, rng.standard_normal((good.shape[0], 1))], 1))[0]
         _plant(entry, extra)
@@ -137,3 +136,80 @@ def test_a_directory_others_can_write_is_not_used(fresh_cache, monkeypatch):
 def test_cache_roundtrip_and_header():
     key = cache_mod.cache_key("x")
     assert len(key) == 40 and key != cache_mod.cache_key("y")
+
+
+def _key(rep, method, what):
+    ((leaves, _),) = canonical_counts(rep)
+    return solve_mod._disk_key(leaves[0].G, leaves, method, what)
+
+
+def test_a_planted_brauer_rank_and_a_basis_missing_its_last_column_are_recomputed(fresh_cache):
+    """SO(3) T(4) has 3 invariants: a stored rank of 2 and a basis of 2 of the 3 columns, each with a valid header
+    (so every file-level check passes, and the 2 columns are exact, orthonormal invariants), are caught by the
+    coupling path count, recomputed and overwritten."""
+    rep = T(4, 0, SO(3))
+    truth = _solve(rep, "brauer")
+    assert truth.shape == (81, 3) and rep.rank(method="brauer") == 3
+    rank_entry = fresh_cache / f"{_key(rep, 'brauer', 'rank')}.npz"
+    basis_entry = fresh_cache / f"{_key(rep, 'brauer', 'basis')}.npz"
+    _plant(rank_entry, np.array([2], dtype=np.int64))
+    _plant(basis_entry, np.ascontiguousarray(truth[:, :-1]))
+    clear_memory_cache()
+    assert rep.rank(method="brauer") == 3
+    got = _solve(rep, "brauer")
+    assert _same_span(got, truth)
+    assert np.load(rank_entry)["payload"].tolist() == [3]
+    assert _same_span(np.load(basis_entry)["payload"], truth)
+    _plant(rank_entry, np.array([4], dtype=np.int64))  # a rank above the truth is caught too
+    clear_memory_cache()
+    assert rep.rank(method="brauer") == 3
+
+
+# (rep, method) on paths whose bases are cached, each with a count that solves nothing: characters of a finite
+# group (D(4) T(4): 4 invariants), the Schur-Weyl count (Sp(1), SU(2) complex), tuple orbits (S(4) on the dense
+# path), coupling paths (O(3) T(4) on the dense path)
+COUNTED = [(T(4, 0, D(4)), "dense"), (T(4, 0, D(4)), "auto"), (T(4, 0, Sp(1)), "dense"), (T(2, 2, SU(2)), "dense"),
+           (T(3, 0, S(4)), "dense"), (T(4, 0, O(3)), "dense"), (T(2, 2, SO(3)), "weight")]
+
+
+@pytest.mark.parametrize("rep,method", COUNTED, ids=lambda x: x if isinstance(x, str) else repr(x))
+@pytest.mark.parametrize("bad", ["drop_last_column", "corrupt_last_column"])
+def test_a_wrong_basis_with_a_valid_header_is_recomputed(fresh_cache, rep, method, bad):
+    truth = _solve(rep, method)
+    (entry,) = _entries(fresh_cache)
+    good = np.load(entry)["payload"]
+    assert _same_span(good, truth) and good.shape[1] >= 2
+    if bad == "drop_last_column":  # still orthonormal and invariant: only the rank can tell
+        planted = np.ascontiguousarray(good[:, :-1])
+    else:  # the last column swapped for a unit vector orthogonal to the others: the rank is right
+        x = np.random.default_rng(1).standard_normal(good.shape[0]).astype(good.dtype)
+        x -= good[:, :-1] @ (good[:, :-1].conj().T @ x)
+        planted = np.ascontiguousarray(np.concatenate([good[:, :-1], (x / np.linalg.norm(x))[:, None]], axis=1))
+    _plant(entry, planted)
+    got = _solve(rep, method)
+    assert got.shape == truth.shape and _same_span(got, truth)
+    (entry2,) = _entries(fresh_cache)
+    assert _same_span(np.load(entry2)["payload"], truth)
+
+
+def test_d4_t4_dense_entry_of_three_columns_gives_four(fresh_cache):
+    rep = T(4, 0, D(4))
+    truth = _solve(rep, "auto")
+    assert truth.shape == (16, 4)
+    _plant(fresh_cache / f"{_key(rep, 'dense', 'basis')}.npz", np.ascontiguousarray(truth[:, :3]))
+    assert _solve(rep, "auto").shape == (16, 4)
+    assert rep.rank() == 4
+
+
+def test_a_block_with_no_independent_count_is_not_stored_and_a_planted_one_is_ignored(fresh_cache):
+    """SO(2) embedded in R^3 is a Lie group symkit has no count for: nothing is written, and an entry planted under
+    its key (a valid header, 2 of its 3 invariant columns) is not used."""
+    G = SO2eR3()
+    rep = T(2, 0, G)
+    truth = _solve(rep, "dense")
+    assert truth.shape == (9, 3)
+    assert not _entries(fresh_cache)
+    entry = fresh_cache / f"{_key(rep, 'dense', 'basis')}.npz"
+    _plant(entry, np.ascontiguousarray(truth[:, :2]))
+    assert _solve(rep, "dense").shape == (9, 3)
+    assert not entry.exists()  # removed, never replaced

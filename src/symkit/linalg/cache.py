@@ -7,9 +7,10 @@ Each entry is one ``.npz`` file (no pickles) holding the array and a header: the
 shape and the sha256 of the payload. It is written to a temporary file in the same directory and moved into place
 with `os.replace` (atomic on POSIX and Windows), so concurrent writers both leave a complete file. A read returns
 the array only when the header matches the payload and every value is finite; the caller
-(`symkit.reps.solve`) then checks the basis itself (orthonormal, invariant, the rank where it is cheap). Anything
-that fails is deleted and recomputed. A directory that another user owns or that others can write to is not used
-(a warning says so): anyone who can write there could plant a basis that passes the checks but is incomplete.
+(`symkit.reps.solve`) then checks the basis itself: as many columns as a rank counted without solving, orthonormal
+and invariant (and stores no block it has no such count for). Anything that fails is deleted and recomputed. A
+directory that another user owns or that others can write to is not used (a warning says so): the checks accept any
+orthonormal basis of the right subspace, and no one else should choose which one symkit returns.
 """
 
 from __future__ import annotations

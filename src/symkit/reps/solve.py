@@ -14,7 +14,11 @@ separately and combined as Q_a ⊗ Q_b (§A.1.7). Each single-group segment is s
 * ``iterative``: only lazy Kronecker products / sums (`symkit.linalg.operators`), with a growing block size.
 
 ``method="auto"`` picks them in that order, taking ``coupling`` over ``brauer`` from ``COUPLING_MIN_SLOTS`` slots.
-Results are cached in memory and (when slow to compute) on disk.
+Results are cached in memory and (when slow to compute) on disk. A disk entry is used only when it passes checks
+far cheaper than the solve that a wrong entry cannot pass (`_valid_cached_basis`): its rank equals a count that
+solves nothing (`_independent_rank`: coupling paths, tuple orbits, the Schur-Weyl count of the classical groups,
+the mean character of a finite group), its columns are orthonormal, and every generator fixes (every Lie algebra
+generator kills) them. A block with no such count is not stored on disk.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from symkit.linalg.cache import cache_discard, cache_get, cache_key, cache_put
 from symkit.linalg.nullspace import dense_nullspace, iterative_nullspace, orthonormal_range
 from symkit.linalg.operators import KronOp, KronSumOp
 from symkit.linalg.orbits import orbit_basis, orbit_count
-from symkit.reps.brauer import brauer_applicable, brauer_basis, brauer_diagrams, brauer_rank
+from symkit.reps.brauer import brauer_applicable, brauer_basis, brauer_diagrams, brauer_rank, classical_rank
 from symkit.reps.core import Block, Dual, Rep, Vector
 from symkit.reps.coupling import coupled_invariants, coupled_rank, coupling_applicable
 
@@ -295,19 +299,95 @@ def _disk_key(G: Group, leaves: tuple, method: str, what: str) -> str:
     return cache_key(what, method, G.fingerprint(), G.name, "|".join(repr(x) + str(x.size) for x in leaves))
 
 
-def _valid_cached_basis(G: Group, leaves: tuple, method: str, Q: np.ndarray, tol: float = 1e-7) -> bool:
-    """Whether a basis read from the disk cache is one: the block's dtype and row count, orthonormal columns,
-    fixed by every discrete generator and killed by every Lie algebra generator (relative to the size of the
-    generators' reps), and, on the Brauer path, as many columns as `brauer_rank`. Much cheaper than solving."""
+#: finite groups of at most this many elements have the ranks of their cached bases checked by characters
+CHARACTER_MAX_ORDER = 50_000
+#: ... and at most this many when a slot is not V or V* (its character takes one call of its rho per element)
+CUSTOM_CHARACTER_MAX_ORDER = 2_000
+
+
+def _character_rank(G: Group, leaves: tuple) -> int | None:
+    """The block's rank for a finite group as the mean over its elements of the character, the product of the
+    slots' traces; None for a group too large to enumerate (or a mean that is not clearly an integer)."""
+    plain = all(isinstance(x, Vector) or (isinstance(x, Dual) and isinstance(x.base, Vector)) for x in leaves)
+    cap = CHARACTER_MAX_ORDER if plain else CUSTOM_CHARACTER_MAX_ORDER
+    if G.is_permutation:
+        if G.order() > cap or G.order() * G.d**2 > 1 << 22:  # elements() holds dense d x d matrices
+            return None
+    else:
+        for h in G.discrete_generators:  # an element of finite order is diagonalisable with eigenvalues on the
+            w, U = np.linalg.eig(h)  # unit circle: a quick no for most infinite groups, before enumerating
+            if np.abs(np.abs(w) - 1).max() > 1e-8 or np.linalg.cond(U) > 1e8:
+                return None
+        if not G.is_finite:
+            return None
+    try:
+        E = np.asarray(G.elements(max_order=max(cap, 50_000)))  # the enumeration that `is_finite` keeps
+    except ValueError:
+        return None
+    if len(E) > cap:
+        return None
+    chi = np.ones(len(E), dtype=complex)
+    traces: dict = {}
+    for leaf in leaves:
+        key = leaf._key()
+        if key not in traces:
+            if isinstance(leaf, Vector):
+                traces[key] = np.trace(E, axis1=1, axis2=2)
+            elif isinstance(leaf, Dual) and isinstance(leaf.base, Vector):
+                traces[key] = np.trace(np.linalg.inv(E), axis1=1, axis2=2)
+            else:
+                traces[key] = np.array([np.trace(leaf.rho(g)) for g in E])
+        chi = chi * traces[key]
+    mean = complex(chi.mean())
+    r = round(mean.real)
+    if abs(mean - r) > 1e-6 * max(1.0, abs(mean)) or r < 0:
+        return None
+    return int(r)
+
+
+def _independent_rank(G: Group, leaves: tuple) -> int | None:
+    """The rank of a block counted without solving for it, or None where symkit knows no such count: coupling
+    paths (SO(3), O(3)), tuple orbits (permutation groups), the Schur-Weyl count (groups with Brauer metadata),
+    the mean character (other finite groups). Kept in the memory cache."""
+    key = (G._key(), tuple(x._key() for x in leaves), "count")
+    with _LOCK:
+        if key in _MEM:
+            return _MEM[key]
+    kinds = _kinds(G, leaves)
+    res = None
+    try:
+        if kinds is not None and coupling_applicable(G, kinds):
+            res = coupled_rank(G, len(leaves))
+        elif kinds is not None and G.is_permutation:
+            res = orbit_count(G.perm_generators, len(leaves), order=G.order())
+        elif kinds is not None and brauer_applicable(G, kinds):
+            res = classical_rank(G, kinds)
+        elif len(G.lie_algebra) == 0:
+            res = _character_rank(G, leaves)
+    except ValueError:  # too large to count (orbit labels above ORBIT_MAX_BYTES)
+        res = None
+    with _LOCK:
+        _MEM[key] = res
+    return res
+
+
+def _valid_cached_basis(G: Group, leaves: tuple, method: str, Q: np.ndarray, rank: int | None,
+                        tol: float = 1e-7) -> bool:
+    """Whether a basis read from (or about to be written to) the disk cache is the block's: the block's dtype and
+    row count, exactly `rank` columns (`_independent_rank`; None rejects every entry), orthonormal, fixed by every
+    discrete generator and killed by every Lie algebra generator (relative to the size of the generators' reps).
+    A subset of the invariants fails the rank, anything else the equivariance. Much cheaper than solving."""
+    if rank is None or not isinstance(Q, np.ndarray):
+        return False
     N = int(np.prod([x.size for x in leaves]))
     gens = [[leaf.rho(h) for leaf in leaves] for h in G.discrete_generators]
     algs = [[leaf.drho(A) for leaf in leaves] for A in G.lie_algebra]
     cplx = G.is_complex or any(np.iscomplexobj(m) for ms in gens + algs for m in ms)
     want_dtype = np.complex128 if cplx and method != "brauer" else np.float64
-    if Q.ndim != 2 or Q.shape[0] != N or Q.dtype != want_dtype:
+    if Q.ndim != 2 or Q.shape != (N, rank) or Q.dtype != want_dtype:
         return False
-    if Q.shape[1] == 0:
-        return method != "brauer" or _solve_segment(G, leaves, method, "rank") == 0
+    if rank == 0:
+        return True
     if np.abs(Q.conj().T @ Q - np.eye(Q.shape[1])).max() > tol:
         return False
     rms = float(np.sqrt(np.mean(np.abs(Q) ** 2)))
@@ -319,7 +399,7 @@ def _valid_cached_basis(G: Group, leaves: tuple, method: str, Q: np.ndarray, tol
         AQ = KronSumOp(ms).matmat(Q)
         if np.sqrt(np.mean(np.abs(AQ) ** 2)) > tol * rms * max(1.0, sum(np.linalg.norm(m, 2) for m in ms)):
             return False
-    return method != "brauer" or Q.shape[1] == _solve_segment(G, leaves, method, "rank")
+    return True
 
 
 def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
@@ -333,18 +413,21 @@ def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
             return _MEM[key]
     if want == "rank":
         if m == "orbit":
-            res: Any = orbit_count(G.perm_generators, len(leaves))
+            res: Any = orbit_count(G.perm_generators, len(leaves), order=G.order())
         elif m == "coupling":
             res = coupled_rank(G, len(leaves))
-        elif m == "brauer":
+        elif m == "brauer":  # a cached rank is used only when it equals the closed-form (Schur-Weyl) count
             dk = _disk_key(G, leaves, m, "rank")
             hit = cache_get(dk)
-            if hit is not None and hit.shape == (1,) and hit.dtype == np.int64 and hit[0] >= 0:
+            if hit is not None and hit.shape == (1,) and hit.dtype == np.int64 and (
+                    int(hit[0]) == _independent_rank(G, leaves)):
                 res = int(hit[0])
             else:
+                if hit is not None:
+                    cache_discard(dk)
                 t0 = time.perf_counter()
                 res = brauer_rank(G, _kinds(G, leaves))
-                if time.perf_counter() - t0 > DISK_CACHE_MIN_SECONDS:
+                if time.perf_counter() - t0 > DISK_CACHE_MIN_SECONDS and res == _independent_rank(G, leaves):
                     cache_put(dk, np.array([res], dtype=np.int64))
         else:
             res = _solve_segment(G, leaves, m, "basis").shape[1]
@@ -356,7 +439,7 @@ def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
         else:
             dk = _disk_key(G, leaves, m, "basis")
             hit = cache_get(dk)
-            if hit is not None and _valid_cached_basis(G, leaves, m, hit):
+            if hit is not None and _valid_cached_basis(G, leaves, m, hit, _independent_rank(G, leaves)):
                 res = hit
             else:
                 if hit is not None:
@@ -372,7 +455,9 @@ def _solve_segment(G: Group, leaves: tuple, method: str, want: str) -> Any:
                 else:
                     cons, N, dtype = _constraints(G, leaves, lazy=True)
                     res = iterative_nullspace(cons, N, dtype)
-                if time.perf_counter() - t0 > DISK_CACHE_MIN_SECONDS:
+                # stored only when it passes the checks a read applies (so no block without a count is stored)
+                if time.perf_counter() - t0 > DISK_CACHE_MIN_SECONDS and _valid_cached_basis(
+                        G, leaves, m, res, _independent_rank(G, leaves)):
                     cache_put(dk, res)
     with _LOCK:
         _MEM[key] = res
@@ -561,6 +646,10 @@ def structured_basis(rep: Rep, method: str = "auto") -> StructuredBasis:
     """Basis of `rep` as a StructuredBasis (see `Rep.equivariant_basis`)."""
     if method not in METHODS:
         raise ValueError(f"unknown solver method {method!r}; expected one of {METHODS}")
+    if isinstance(rep, Rep) and rep.is_bound and 16 * rep.size > LAZY_BASIS_BYTES:
+        raise ValueError(
+            f"{rep!r} has size {rep.size:,}: the index arrays of its entries take about {16 * rep.size / 1e9:.1f} GB, "
+            f"above LAZY_BASIS_BYTES = {LAZY_BASIS_BYTES:,}; use rep.rank(), or raise SYMKIT_LAZY_BASIS_BYTES")
     blocks = canonical_blocks(rep)
     parts = []
     cplx = False

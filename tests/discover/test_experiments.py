@@ -31,3 +31,15 @@ def test_sum_quick_recovers_permutation_invariance():
     assert r["implied_group"] == "S(4)"
     assert r["pd_no_sharing"] == 3
     assert r["mse"] < 1.0  # the label variance is about 26.7 for length 4
+
+
+def test_sum_quick_recovers_the_even_odd_sharing_of_the_negated_sum():
+    """Fig. 7's negated variant (even positions negated): the search finds the two clusters even / odd, which a search
+    collapsed to one cluster misses (partition distance 1)."""
+    exp = get_experiment("sharing-sum")
+    r = exp.run(exp.make_config(quick=True, length=4, variant="negated"))
+    assert r["pd"] == 0, r["labels"]
+    assert r["labels"][0] == r["labels"][2] != r["labels"][1] == r["labels"][3], r["labels"]
+    assert r["implied_group"] == "S_even x S_odd (4)"
+    assert r["pd_no_sharing"] == 2
+    assert r["mse"] < 1.0  # the label variance is about 26.7 here too

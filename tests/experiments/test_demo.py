@@ -92,3 +92,35 @@ def test_misspecified_group_breaks_the_emlp_but_not_the_rpp(mse):
     assert mse["misspecified", "emlp"] > 3 * mse["misspecified", "constant"]
     assert mse["misspecified", "rpp"] < 0.2 * mse["misspecified", "emlp"]
     assert mse["misspecified", "rpp"] < mse["misspecified", "constant"]
+
+
+def _constant_mse(name: str, n_train: int, n_test: int, train_seed: int, test_seed: int) -> float:
+    """The constant predictor's test MSE, computed here from the seeded data of task ``name``: the mean of the
+    training targets scored on the test targets (float32, as the runs)."""
+    from symkit.datasets.tasks import task
+
+    data = task(name)
+    y = data.generate(n_train, seed=train_seed)[1].float()
+    y_test = data.generate(n_test, seed=test_seed)[1].float()
+    return float((y_test - y.mean(0)).square().mean())
+
+
+def test_the_constant_predictors_are_those_of_the_data(demo):
+    """The baselines the checks above compare with are the data's, not numbers the runs could inflate: rpp-levels'
+    quick inertia panels (500 training and 500 test points, seeds 0 and 1; 11.0 exact and misspecified, 13.5
+    approximate) and emlp-data-efficiency's Inertia runs (seeds 3 s and 3 s + 2)."""
+    from symkit.experiments.rpp_levels import PANELS
+
+    levels = _metrics(demo, "rpp-levels")
+    want = {setting: _constant_mse(PANELS["inertia", setting][0], 500, 500, 0, 1)
+            for setting in ("exact", "approximate", "misspecified")}
+    assert want["exact"] == pytest.approx(11.0, abs=0.05) and want["approximate"] == pytest.approx(13.5, abs=0.05)
+    for (setting, model), m in levels.items():
+        assert m["constant_mse"] == pytest.approx(want[setting], rel=1e-6), (setting, model)
+    with Store(demo / "demo.db", readonly=True) as store:
+        runs = store.runs("emlp-data-efficiency", status="ok")
+    assert runs
+    for r in runs:
+        c = r.config
+        expected = _constant_mse(c["dataset"], c["n_train"], c["n_test"], 3 * c["seed"], 3 * c["seed"] + 2)
+        assert r.metrics["constant_mse"] == pytest.approx(expected, rel=1e-6), c

@@ -38,14 +38,18 @@ def test_quick_run_learns_well_above_the_majority_class():
 
 @pytest.mark.parametrize("method", ["laplace", "map"])
 def test_learned_length_scales_move(method):
-    """Table 2's ω rows: Laplace learns ω by ∂L_η/∂log ω, MAP trains it with θ on the MAP loss."""
+    """Table 2's ω rows: Laplace learns ω by ∂L_η/∂log ω, MAP trains it with θ on the MAP loss. Two epochs do not
+    learn the task (measured, seeds 0-2: 7-11 % against a majority class of 12-15 %), so the accuracy is checked
+    as a count: a whole number of the test images, in percent."""
     exp = get_experiment("layerwise-cifar")
     cfg = exp.make_config(quick=True, model="sfc+sconv", learn_omega=True, method=method, n_epochs=2, burnin=1,
                           frequency=1, n_hypersteps=2)
     m = exp.run(cfg)
     for key in ("omega_fc_mean", "omega_conv_mean"):
         assert torch.isfinite(torch.tensor(m[key])) and m[key] != pytest.approx(1.0, abs=1e-4), (key, m[key])
-    assert 0.0 <= m["test_acc"] <= 100.0
+    n_test = len(cifar_data(cfg)[3])
+    correct = m["test_acc"] * n_test / 100
+    assert correct == pytest.approx(round(correct), abs=1e-6) and 0 < round(correct) < n_test, m["test_acc"]
 
 
 def test_learn_omega_needs_anchor_layers():

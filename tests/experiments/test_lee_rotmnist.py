@@ -15,7 +15,15 @@ EXP = get_experiment("lee-rotmnist")
 
 
 def test_the_fine_tuned_mae_learns_rotated_digits():
-    m = EXP.run(EXP.make_config(quick=True, init="mae"))
+    from symkit.experiments.lee_rotmnist import rotated_data
+
+    cfg = EXP.make_config(quick=True, init="mae")
+    m = EXP.run(cfg)
+    # the constant predictor (the most frequent training digit), scored here on the run's labels
+    (_, ytr), (_, yte) = rotated_data(cfg)
+    majority = int(torch.bincount(ytr, minlength=10).argmax())
+    assert m["constant_test_error_pct"] == pytest.approx(100 * float((yte != majority).double().mean()), abs=1e-12)
+    assert 85 < m["constant_test_error_pct"] < 95  # ten digits in about equal numbers: about 90 %
     assert m["pretrain_loss_last"] < 0.8 * m["pretrain_loss_first"]  # the autoencoder learned to fill in patches
     assert m["test_error_pct"] < m["constant_test_error_pct"] - 30  # far better than the most frequent digit
     assert m["lee_rotate"] > 0 and m["n_train"] == 1258 and m["n_test"] == 539

@@ -528,3 +528,31 @@ def test_symkit_runs_lists_the_unfinished_runs_with_their_progress_and_who_train
         lines = CliRunner().invoke(app, plan).output.splitlines()
     assert lines[0].startswith("in use  seed=0  [20000 of 60000 steps") and lines[0].endswith(
         f"training now (pid {os.getpid()}), left to that process]"), lines
+
+
+def test_each_rpp_decay_reaches_its_own_path_in_the_optimisers():
+    """The actor's and the critics' Adam decay the equivariant coefficients by 2 equivariant_wd and the flexible
+    weights (dense paths and the nonlinearities' residual weights) by 2 basic_wd, each path read off the parameter
+    names; biases, bilinear weights and the rest are not decayed."""
+    from stable_baselines3.common.monitor import Monitor
+
+    from symkit.rl import PRESETS
+    from symkit.rl.sac import make_sac
+
+    p = PRESETS["Walker2d"]
+    model = make_sac(p, "rpp", Monitor(p.make_env()), ch=32, buffer_size=1000, learning_starts=100,
+                     equivariant_wd=1e-5, basic_wd=1e-3)
+    for net in (model.policy.actor, model.policy.critic):
+        decay = {id(q): g["weight_decay"] for g in net.optimizer.param_groups for q in g["params"]}
+        seen = {"equivariant": 0, "basic": 0}
+        for name, q in net.named_parameters():
+            if ".equivariant.weight_basis." in name:
+                want, kind = 2e-5, "equivariant"
+            elif name.endswith(("basic.weight", "nonlinearity.basic")):
+                want, kind = 2e-3, "basic"
+            else:
+                want, kind = 0.0, None
+            assert decay[id(q)] == want, (name, decay[id(q)], want)
+            if kind:
+                seen[kind] += 1
+        assert seen["equivariant"] >= 3 and seen["basic"] >= 5, seen  # every layer's paths were found by name

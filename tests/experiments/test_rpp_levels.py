@@ -20,9 +20,19 @@ def test_the_pendulum_panels_train_hamiltonian_networks_that_learn_the_windy_flo
     """The pendulum panels (Fig. 3.2, bottom) train HNNs through rollouts; at the quick size (100 chunks, 32
     channels, 300 epochs) an MLP-HNN on the windy pendulum reaches a chunk MSE of 0.002 against the constant
     prediction's 0.068 (seed 0)."""
-    m = EXP.run(EXP.make_config(quick=True, dataset="pendulum", setting="approximate", model="mlp", seed=0))
+    from symkit.experiments.pendulum import cached_data
+    from symkit.experiments.rpp_levels import sizes
+
+    cfg = EXP.make_config(quick=True, dataset="pendulum", setting="approximate", model="mlp", seed=0)
+    m = EXP.run(cfg)
     assert m["test_mse"] < m["constant_mse"] / 10
     assert m["rollout_error"] < m["constant_rollout_error"]
+    # the constant prediction z(t) = z0, scored here on the windy test chunks
+    n = sizes(cfg)
+    test = cached_data(n["n_train"], n["n_test"], n["n_test"], 0, True).test
+    assert test.z.shape[0] == 100
+    constant = float((test.z - test.z0[:, None, :]).square().mean())
+    assert m["constant_mse"] == pytest.approx(constant, rel=1e-6)
 
 
 def test_each_panel_uses_its_data_and_group():
@@ -41,3 +51,30 @@ def test_the_rpp_decays_are_the_authors_per_data_set_unless_set():
     assert decays(EXP.make_config(dataset="inertia")) == (1e-3, 1e2)
     assert decays(EXP.make_config(dataset="pendulum")) == (1e-5, 1e-5)
     assert decays(EXP.make_config(dataset="pendulum", basic_wd=3.0)) == (1e-5, 3.0)
+
+
+def test_each_rpp_decay_reaches_its_own_path():
+    """The regression panels' loss adds ``equivariant_wd |beta|^2 + basic_wd |B|^2``: each decay on its own path (the
+    parameters read off their names), with two decays far apart so that a swap shows."""
+    import torch
+
+    from symkit.experiments.rpp_levels import _penalty, build_model
+    from symkit.groups import O
+    from symkit.reps import Scalar, V
+
+    G = O(3)
+    torch.manual_seed(0)
+    model = build_model("rpp", 2 * V(G), V(G) + Scalar, G, 16, 2).double()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "basic" in name:
+                p.normal_()
+    equivariant = sum(float(p.detach().square().sum()) for name, p in model.named_parameters()
+                      if ".equivariant.weight_basis." in name)
+    basic = sum(float(p.detach().square().sum()) for name, p in model.named_parameters()
+                if name.endswith(("basic.weight", "nonlinearity.basic")))
+    assert equivariant > 0.1 and basic > 0.1
+    for dataset in ("inertia", "pendulum"):
+        penalty = _penalty(EXP.make_config(dataset=dataset, equivariant_wd=2e-3, basic_wd=5.0))
+        assert float(penalty(model).detach()) == pytest.approx(2e-3 * equivariant + 5.0 * basic, rel=1e-10)
+    assert _penalty(EXP.make_config(model="emlp")) is None

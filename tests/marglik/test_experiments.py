@@ -54,7 +54,11 @@ def test_layerwise_quadrant_quick_run_learns_and_the_learned_model_beats_conv():
     conv = exp.run(exp.make_config(quick=True, model="conv"))
     assert m["test_acc"] > conv["test_acc"] + 5.0, (m["test_acc"], conv["test_acc"])
     assert len(m["fc_relative_per_layer"]) == 7
-    assert all(0.0 <= r <= 1.0 for r in m["fc_relative_per_layer"])
+    # two paths per layer: the F-FC path is a layer's effective type exactly where its relative share exceeds 1/2
+    types = m["effective_types"].split(",")
+    assert len(types) == 7 and all(t in ("ffc", "conv") for t in types), types
+    assert [t == "ffc" for t in types] == [r > 0.5 for r in m["fc_relative_per_layer"]], (types, m)
+    assert m["n_fc_layers"] == types.count("ffc")
     assert any(p != 1.0 for p in m["fc_precision_per_layer"])  # the precisions were updated from their init
 
 

@@ -102,3 +102,42 @@ def test_bad_inputs_are_rejected_with_clear_errors():
     res = train_marglik(model, x, y, MarglikConfig(n_epochs=1, burnin=2))
     assert math.isfinite(res.history[0]["loss"]) and "neg_log_marglik" not in res.history[0]
     assert res.laplace is None and res.hyper_seconds == []
+
+
+def test_the_map_loss_uses_the_learned_precisions_after_each_update(monkeypatch):
+    """Every step's prior term is ``map_penalty`` at the precisions of the latest hyperparameter update: the initial
+    ones before the first update, the learned ones after it."""
+    from symkit.marglik import training
+
+    x, y = _data(32)
+    model = _model()
+    groups = prior_groups(model, None, "tensor")
+    current = {"log_prec": torch.full((len(groups),), math.log(2.0), dtype=torch.float64)}
+    seen = []
+
+    class Spy(training.Trainer):
+        def __init__(self, *args, penalty=None, **kwargs):
+            def spy(m):
+                value = penalty(m)
+                want = map_penalty(m, groups, current["log_prec"], len(x))
+                seen.append((float(value.detach()), float(want.detach())))
+                return value
+            super().__init__(*args, penalty=None if penalty is None else spy, **kwargs)
+
+    def follow(epoch, entry):
+        if "log_prior_prec" in entry:
+            current["log_prec"] = torch.tensor(entry["log_prior_prec"], dtype=torch.float64)
+
+    monkeypatch.setattr(training, "Trainer", Spy)
+    cfg = MarglikConfig(n_epochs=3, burnin=1, frequency=1, n_hypersteps=50, lr=0.05, lr_hyp=0.1, batch_size=16,
+                        prior_prec_init=2.0, optimizer="sgd", mc_samples=None)
+    res = train_marglik(model, x, y, cfg, callback=follow)
+    assert len(seen) == 3 * 2  # two batches of 16 per epoch, every step with its prior term
+    torch.testing.assert_close(res.log_prior_prec.detach(), current["log_prec"])
+    moved = (res.log_prior_prec.detach() - math.log(2.0)).abs().max()
+    assert moved > 0.5, moved  # the updates moved the precisions far enough to tell them from the initial ones
+    for got, want in seen:
+        assert got == pytest.approx(want, rel=1e-6)
+    initial = torch.full((len(groups),), math.log(2.0), dtype=torch.float64)
+    final = float(map_penalty(model, groups, initial, len(x)).detach())
+    assert seen[-1][0] != pytest.approx(final, rel=0.05)  # after the updates the term differs from the initial one

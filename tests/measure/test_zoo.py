@@ -79,12 +79,20 @@ def test_layer_contributions_sum_to_the_lie_derivative(weights, family):
 
 @pytest.mark.parametrize("family", ["cnn", "mlp", "vit"])
 def test_lee_zoo_run_on_local_weights_closes_the_decomposition(weights, family):
-    spec, _ = weights[family]
+    from symkit.experiments.lee_zoo import load_data
+
+    spec, original = weights[family]
     exp = get_experiment("lee-zoo")
-    m = exp.run(exp.make_config(quick=True, model=spec, double=True, n_images=8, layer_images=3))
+    cfg = exp.make_config(quick=True, model=spec, double=True, n_images=8, layer_images=3)
+    m = exp.run(cfg)
     assert m["label"] == family and "train_seconds" not in m  # the file's weights, no training
     assert m["layer_residual"] < 1e-6
-    assert 0 <= m["accuracy"] <= 1 and m["lee_translate_x"] > 0 and m["eqt_db"] > 0
+    assert m["lee_translate_x"] > 0 and m["eqt_db"] > 0
+    # the accuracy is that of the file's weights on the run's labelled images, counted here
+    images, labels = load_data(cfg, need_train=False).accuracy_on
+    with torch.no_grad():
+        correct = int((original.double()(images.double()).argmax(1) == labels).sum())
+    assert m["n_accuracy"] == len(labels) and m["accuracy"] == correct / len(labels), (m["accuracy"], correct)
 
 
 def test_spec_syntax():
@@ -165,14 +173,16 @@ def test_families_and_the_built_in_zoo():
 
 
 def test_evaluate_model_reports_every_measure():
-    model = load_model("convnet-s", defaults={"in_channels": 1}).model
+    model = load_model("convnet-s", defaults={"in_channels": 1}).model.eval()
     x = torch.rand(6, 1, 16, 16, generator=torch.Generator().manual_seed(1))
-    y = torch.arange(6) % 10
+    with torch.no_grad():
+        pred = model(x).argmax(1)
+    y = torch.cat([pred[:4], (pred[4:] + 1) % 10])  # the model's own answer on 4 images, another on 2
     r = evaluate_model(model, x, y, transforms=("translate_x", "rotate"), layer_images=2, num_probes=4,
                        eqt_shifts=2)
     m = r.metrics()
     assert set(r.lee) == {"translate_x", "rotate"} and r.layerwise.method == "probes"
-    assert 0 <= m["accuracy"] <= 1 and m["lee_rotate"] > 0 and "layer_residual" not in m
+    assert m["accuracy"] == 4 / 6 and m["lee_rotate"] > 0 and "layer_residual" not in m
     assert m["layer_eqt_frac_total"] > 0 and m["eqt_frac_db"] > 0
     with pytest.raises(ValueError, match="labels"):
         evaluate_model(model, x)

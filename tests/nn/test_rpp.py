@@ -132,3 +132,45 @@ def test_the_fused_rpp_layer_is_the_sum_of_its_two_paths():
     g2 = torch.autograd.grad(separate.square().sum(), params)
     for a, b in zip(g1, g2):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def _paths_by_name(model):
+    """The RPP's two penalised paths read off the parameter names: the equivariant coefficients, and the flexible
+    weights (dense, a subgroup's coefficients, or the nonlinearities' residual weights); biases in neither."""
+    equivariant, basic = [], []
+    for name, p in model.named_parameters():
+        if p.numel() == 0:  # a block of rank 0 has no coefficients
+            continue
+        if ".equivariant.weight_basis." in f".{name}":
+            equivariant.append(p)
+        elif name.endswith(("basic.weight", "nonlinearity.basic")) or ".basic.weight_basis." in name:
+            basic.append(p)
+    return equivariant, basic
+
+
+@pytest.mark.parametrize("subgroup", [None, "SO(3)"])
+def test_each_prior_width_reaches_its_own_path_of_a_whole_rpp_emlp(subgroup):
+    """Over a whole RPP-EMLP (linear layers, gated nonlinearities' residual weights, head; a subgroup's flexible
+    path), sigma_a weighs the equivariant coefficients and sigma_b the flexible ones, never the other way round."""
+    from symkit.groups import SO
+
+    G = O(3)
+    torch.manual_seed(0)
+    model = RPPEMLP(2 * V(G), V(G) + Scalar, G, ch=16, num_layers=2, subgroup=None if subgroup is None else SO(3),
+                    dtype=torch.float64, basic_init_scale=1.0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("nonlinearity.basic"):
+                p.normal_()
+    equivariant, basic = _paths_by_name(model)
+    a2 = sum(float(p.detach().square().sum()) for p in equivariant)
+    b2 = sum(float(p.detach().square().sum()) for p in basic)
+    assert a2 > 0.1 and b2 > 0.1
+    sa, sb = math.sqrt(10.0), 0.5
+    assert float(rpp_penalty(model, sa, sb).detach()) == pytest.approx(a2 / (2 * sa**2) + b2 / (2 * sb**2), rel=1e-12)
+    # the gradient of the penalty on each path is theta / sigma^2 of that path
+    model.zero_grad()
+    rpp_penalty(model, sa, sb).backward()
+    for params, s in ((equivariant, sa), (basic, sb)):
+        for p in params:
+            torch.testing.assert_close(p.grad, p.detach() / s**2)

@@ -100,3 +100,37 @@ def test_random_policy_rollouts_are_seeded_and_never_terminate():
     assert a.states.shape == (2, 301, 11) and a.actions.shape == (2, 300, 3)
     assert torch.equal(a.states, b.states) and torch.isfinite(a.states).all()
     assert a.actions.abs().max() <= 1
+
+
+def test_the_rpp_transition_models_prior_puts_each_width_on_its_own_path(monkeypatch):
+    """train_transition_model adds ``(|beta|^2 / 2 sigma_a^2 + |B|^2 / 2 sigma_b^2) / count`` (count: chunks x steps
+    x state size), sigma_a on the equivariant coefficients and sigma_b on the flexible weights, read off the names."""
+    import symkit.rl.transitions as transitions
+
+    p = PRESETS["Hopper"]
+    torch.manual_seed(0)
+    net = build_transition_net("rpp", p, ch=16, dtype=torch.float64)
+    with torch.no_grad():
+        for name, q in net.named_parameters():
+            if "basic" in name:
+                q.normal_()
+    chunks = sample_chunks(_fake_rollouts(p, episodes=3, steps=30), 8, 5, seed=0)
+    model = TransitionModel(net, p, chunks)
+    captured = {}
+
+    class Capture:
+        def __init__(self, *args, penalty=None, **kwargs):
+            captured["penalty"] = penalty
+
+        def fit(self, data):
+            return None
+
+    monkeypatch.setattr(transitions, "Trainer", Capture)
+    transitions.train_transition_model(model, chunks, sigma_equivariant=2.0, sigma_basic=0.5)
+    a2 = sum(float(q.detach().square().sum()) for name, q in net.named_parameters()
+             if ".equivariant.weight_basis." in f".{name}")
+    b2 = sum(float(q.detach().square().sum()) for name, q in net.named_parameters()
+             if name.endswith(("basic.weight", "nonlinearity.basic")))
+    assert a2 > 0.1 and b2 > 0.1
+    want = (a2 / (2 * 2.0**2) + b2 / (2 * 0.5**2)) / (8 * 5 * p.state_size)
+    assert float(captured["penalty"](model).detach()) == pytest.approx(want, rel=1e-10)

@@ -472,3 +472,18 @@ def test_the_initial_weight_has_the_projected_lecun_variance(G):
                 assert got == pytest.approx(share * entries / n_in, rel=0.15), (a, b, got, share * entries / n_in)
             else:
                 assert got == 0.0, (a, b, got)
+
+
+@pytest.mark.parametrize("hidden", ["pseudoscalar", "0o irreps"])
+def test_hidden_pseudoscalars_are_gated_so_the_emlp_stays_equivariant(hidden):
+    """swish(-x) != -swish(x): a pseudoscalar channel (rho(g) = det g) must take a gate, not swish."""
+    from symkit.groups import O
+    from symkit.nn import EMLP
+    from symkit.nn.emlp import gate_count
+    from symkit.reps import PseudoScalar, Scalar, V, from_irreps
+
+    G = O(3)
+    ch = 4 * PseudoScalar(G) + 2 * Scalar + V(G) if hidden == "pseudoscalar" else from_irreps("4x0o+2x0e+1x1o", G)
+    assert gate_count(ch) == 5  # four pseudoscalars and one vector, each with its own gate
+    model = EMLP(V(G) + PseudoScalar(G), PseudoScalar(G), G, ch=ch, num_layers=2, dtype=torch.float64)
+    assert model.check_equivariance() < 1e-12

@@ -327,10 +327,12 @@ class EquivariantLinear(Equivariant, WeightCache, nn.Module):
 
 
 def _gated_blocks(rep: Rep) -> list[tuple[np.ndarray, bool]]:
-    """(positions (m, s), needs_gate) for every block: scalars and permutation blocks take swish, others a gate."""
+    """(positions (m, s), needs_gate) for every block: scalars and permutation blocks take swish, others a gate.
+    A one-dimensional block is pointwise only when the group permutes it trivially: a pseudoscalar (rho(g) = det g)
+    changes sign, which swish does not commute with, so it takes a gate like any other object."""
     out = []
     for b in rep.blocks():
-        pointwise = all(leaf.size == 1 or leaf.is_permutation for leaf in b.leaves) or b.size == 1
+        pointwise = all(leaf.is_permutation for leaf in b.leaves)
         out.append((b.pos, not pointwise))
     return out
 
@@ -520,6 +522,7 @@ class MLP(Resettable, nn.Module):
         if activation not in MLP_ACTIVATIONS:
             raise ValueError(f"MLP: activation must be one of {', '.join(map(repr, MLP_ACTIVATIONS))}, "
                              f"got {activation!r}")
+        ch = check_int("MLP: ch (the hidden width)", ch, minimum=1)
         f = factory(device, dtype)
         dims = [d_in] + [ch] * num_layers
         layers: list[nn.Module] = []

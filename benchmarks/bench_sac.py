@@ -48,7 +48,8 @@ ROWS = (("relu-mlp", "relu-mlp", "rl-code", True, False, {}),
 
 
 def seconds_per_update(env: str, kind: str, hidden: str, freeze: bool, updates: int, repeats: int,
-                       prior: dict[str, str] | None = None) -> tuple[list[float], Any]:
+                       prior: dict[str, str] | None = None, device: Any = "cpu", compiled: bool = False
+                       ) -> tuple[list[float], Any]:
     """Seconds per update of ``repeats`` timed calls of ``updates`` SAC updates each (after 100 untimed ones, which
     include the compiling of a compiled row), and the model."""
     from symkit.rl import PRESETS
@@ -57,8 +58,9 @@ def seconds_per_update(env: str, kind: str, hidden: str, freeze: bool, updates: 
     p = PRESETS[env]
     torch.manual_seed(0)
     model = make_sac(p, kind, p.make_env(), learning_starts=300, buffer_size=5000, hidden=hidden, seed=0,
-                     **(prior or {}))
-    compile_networks(model)  # a no-op unless the current run settings ask for it
+                     device=device, **(prior or {}))
+    if compiled:
+        compile_networks(model)
     if not freeze:
         for handle in model.policy.critic_frozen_hooks:
             handle.remove()
@@ -128,17 +130,18 @@ def main() -> None:
             continue
         if prior and not (any(p.sign_flips) and p.turned_torso):  # only Ant has the signs and the turned torso
             continue
-        settings = runtime.RunSettings(device=str(device), compile=compiled)
-        with runtime.using(settings.check() if compiled else settings):
-            times, model = seconds_per_update(args.env, kind, hidden, freeze, args.updates, args.repeats, prior)
-            median = statistics.median(times)
-            baseline = baseline or median
-            print(f"| {label} | {min(times):.4f} | {median:.4f} | {median / baseline:.2f}x |", flush=True)
-            if freeze:  # the freeze changes updates only: one predict row per actor
-                predicts.append((label, seconds_per_predict(model, args.predicts)))
-                if kind == "rpp" and hidden == "rl-code" and not compiled and not prior:
-                    predicts.append((f"{label}, no inference caches",
-                                     seconds_per_predict(model, args.predicts, caches=False)))
+        if compiled:
+            runtime.RunSettings(device=str(device), compile=True).check()  # a C++ compiler for the CPU's kernels
+        times, model = seconds_per_update(args.env, kind, hidden, freeze, args.updates, args.repeats, prior,
+                                          device, compiled)
+        median = statistics.median(times)
+        baseline = baseline or median
+        print(f"| {label} | {min(times):.4f} | {median:.4f} | {median / baseline:.2f}x |", flush=True)
+        if freeze:  # the freeze changes updates only: one predict row per actor
+            predicts.append((label, seconds_per_predict(model, args.predicts)))
+            if kind == "rpp" and hidden == "rl-code" and not compiled and not prior:
+                predicts.append((f"{label}, no inference caches",
+                                 seconds_per_predict(model, args.predicts, caches=False)))
     print(f"\npredict, one observation, deterministic (median of {args.predicts} calls)")
     print("| model | ms per predict | ratio to relu-mlp |")
     print("|---|---|---|")

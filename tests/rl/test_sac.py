@@ -410,21 +410,23 @@ def test_predict_reuses_the_actors_weights_until_an_update_changes_them():
 
 
 def test_compile_reaches_the_actor_and_every_critic_in_place(tmp_path, monkeypatch):
-    """``--compile`` (``RunSettings.compile``) compiles the actor's network and each critic's and target critic's
-    through ``runtime.compile_module``, whose ``module.compile()`` keeps the state dict's keys (the checkpoint loads
-    either way); the run reports that it was compiled."""
+    """``compile=True`` (the command's ``--compile``) compiles the actor's network and each critic's and target
+    critic's with ``module.compile()``, which keeps the state dict's keys (the checkpoint loads either way); the run
+    reports that it was compiled. The run context does not reach the library."""
     from symkit import runtime
 
     compiled = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: compiled.append(self))
-    with runtime.using(runtime.RunSettings(compile=True)):
-        result = train_sac(PRESETS["Hopper"], "rpp", 20, eval_every=20, eval_episodes=1, ch=8, learning_starts=10,
-                           batch_size=8, buffer_size=100, checkpoint_dir=tmp_path)
+    result = train_sac(PRESETS["Hopper"], "rpp", 20, eval_every=20, eval_episodes=1, ch=8, learning_starts=10,
+                       batch_size=8, buffer_size=100, checkpoint_dir=tmp_path, compile=True)
     policy = result.model.policy
     expected = [policy.actor.latent_pi, *policy.critic.q_networks, *policy.critic_target.q_networks]
     assert result.compiled and [id(m) for m in compiled] == [id(m) for m in expected]
-    assert not train_sac(PRESETS["Hopper"], "rpp", 20, eval_every=20, eval_episodes=1, ch=8, learning_starts=10,
-                         batch_size=8, buffer_size=100).compiled
+    compiled.clear()
+    with runtime.using(runtime.RunSettings(compile=True)):
+        assert not train_sac(PRESETS["Hopper"], "rpp", 20, eval_every=20, eval_episodes=1, ch=8, learning_starts=10,
+                             batch_size=8, buffer_size=100).compiled
+    assert compiled == []
 
 
 def test_a_compiled_actor_computes_what_the_eager_one_does_and_acts_with_every_update(monkeypatch):

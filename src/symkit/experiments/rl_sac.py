@@ -240,7 +240,7 @@ def run(config: SACConfig) -> dict[str, Any]:
             target_entropy_scale=config.target_entropy_scale, std_param=config.std_param,
             joint_signs=config.joint_signs, torso=config.torso, rpp_beta1=config.rpp_beta1,
             rpp_basic_init=config.rpp_basic_init,
-            keep_replay=config.steps < FULL_STEPS)
+            keep_replay=config.steps < FULL_STEPS, device=runtime.device(), compile=runtime.current().compile)
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),

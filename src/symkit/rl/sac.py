@@ -66,7 +66,6 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.sac.policies import Actor, SACPolicy
 from torch import nn
 
-from symkit import runtime
 from symkit._checks import check_number
 from symkit._locks import exclusive
 from symkit._stopping import deferred_stop
@@ -390,8 +389,9 @@ def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int
              max_grad_norm: float = 0.5, bilinear_scale: float = RL_BILINEAR_SCALE, hidden: str = "rl-code",
              target_entropy_scale: float = RL_TARGET_ENTROPY_SCALE, std_param: str = "softplus",
              joint_signs: str = "raw", torso: str = "scalars", rpp_beta1: float = RPP_BETAS[0],
-             rpp_basic_init: float = BASIC_INIT_SCALE) -> SAC:
-    """An SB3 ``SAC`` with :class:`SymmetricSACPolicy` and the thesis's settings (module docstring); ``tau=None``
+             rpp_basic_init: float = BASIC_INIT_SCALE, device: str | torch.device = "cpu") -> SAC:
+    """An SB3 ``SAC`` with :class:`SymmetricSACPolicy` and the thesis's settings (module docstring), on ``device``;
+    ``tau=None``
     takes Table A.9's (:func:`critic_tau`); the target entropy is ``-target_entropy_scale x`` the action
     dimension; ``joint_signs``, ``torso``, ``rpp_beta1`` (the RPP networks' first Adam beta) and ``rpp_basic_init``
     (their flexible paths' initial scale) as :class:`SymmetricSACPolicy` takes them."""
@@ -404,7 +404,7 @@ def make_sac(p: LocomotionPreset, kind: str, env: Any, *, seed: int = 0, ch: int
     return SAC(SymmetricSACPolicy, env, learning_rate=lr, buffer_size=buffer_size, learning_starts=learning_starts,
                batch_size=batch_size, tau=critic_tau(p, kind) if tau is None else tau, gamma=0.99,
                ent_coef="auto_1.0", target_entropy=-scale * p.action_size, policy_kwargs=policy_kwargs, seed=seed,
-               device=runtime.device(), verbose=0)
+               device=torch.device(device), verbose=0)
 
 
 #: a checkpoint's model: a zip of ``sac.json`` (settings and step counters) and ``state.pt`` (state dicts)
@@ -491,7 +491,7 @@ def _read_model(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return settings, state
 
 
-def load_sac(path: str | os.PathLike[str], env: Any = None) -> SAC:
+def load_sac(path: str | os.PathLike[str], env: Any = None, device: str | torch.device = "cpu") -> SAC:
     """The SAC that :func:`save_sac` wrote to ``path`` (a checkpoint's ``sac.zip``), built as :func:`make_sac` built it
     (the same seeding, so the same random state after loading as stable-baselines3's ``SAC.load``) on ``env``
     (default: a new environment of its preset), with its networks, optimisers, entropy coefficient and step
@@ -502,7 +502,7 @@ def load_sac(path: str | os.PathLike[str], env: Any = None) -> SAC:
     policy_kwargs = settings["policy_kwargs"]
     if env is None:
         env = preset(policy_kwargs.get("preset_name", "Hopper")).make_env()
-    model = SAC(SymmetricSACPolicy, env, policy_kwargs=policy_kwargs, device=runtime.device(), verbose=0,
+    model = SAC(SymmetricSACPolicy, env, policy_kwargs=policy_kwargs, device=torch.device(device), verbose=0,
                 **settings["sac"])
     parameters, variables = model._get_torch_save_params()
     if sorted(state["parameters"]) != sorted(parameters) or sorted(state["variables"]) != sorted(variables):
@@ -559,7 +559,7 @@ class SACResult:
     model: Any = None
     #: ``(steps, training seconds so far)`` at each checkpoint: the recent pace, for an estimate of the time left
     saves: list[tuple[int, float]] = field(default_factory=list)
-    #: whether this process trained with compiled networks (``runtime.RunSettings.compile``)
+    #: whether this process trained with compiled networks (``train_sac(compile=True)``)
     compiled: bool = False
 
 
@@ -629,28 +629,29 @@ class _Callback(BaseCallback):
         self.bar.close()
 
 
-def compile_networks(model: SAC) -> bool:
-    """With ``--compile`` (``runtime.RunSettings.compile``) compile the actor's network and each critic's and target
-    critic's in place (:func:`symkit.runtime.compile_module`: the checkpoint's keys stay the same); whether it did.
-    About 15% faster RPP-EMLP updates on the CPU after a minute or two of compiling."""
+def compile_networks(model: SAC) -> None:
+    """Compile the actor's network and each critic's and target critic's in place (``module.compile()``: the
+    checkpoint's keys stay the same). About 15% faster RPP-EMLP updates on the CPU after a minute or two of
+    compiling."""
     policy = model.policy
     for net in (policy.actor.latent_pi, *policy.critic.q_networks, *policy.critic_target.q_networks):
-        runtime.compile_module(net)
-    return runtime.current().compile
+        net.compile()
 
 
 def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval_every: int = 10_000,
               eval_episodes: int = 10, checkpoint_dir: str | os.PathLike | None = None,
-              checkpoint_every: int = 50_000, keep_replay: bool = False, **sac_kwargs: Any) -> SACResult:
+              checkpoint_every: int = 50_000, keep_replay: bool = False, device: str | torch.device = "cpu",
+              compile: bool = False, **sac_kwargs: Any) -> SACResult:
     """Train SAC with ``kind`` networks for ``steps`` environment steps on the preset's environment (its standard
     task, termination included); evaluate the deterministic policy over ``eval_episodes`` episodes every
     ``eval_every`` steps and at the end. With ``checkpoint_dir`` the run saves itself every ``checkpoint_every``
     steps and resumes from there; the finished run keeps its model (``sac.zip``) and curve (``curve.json``) and
-    deletes its replay buffer unless ``keep_replay``. ``sac_kwargs`` go to :func:`make_sac`. While it trains, the run
+    deletes its replay buffer unless ``keep_replay``. The networks live on ``device``; ``sac_kwargs`` go to
+    :func:`make_sac`. While it trains, the run
     holds ``checkpoint_dir`` (:func:`symkit._locks.exclusive`): a second process given the same folder is refused
     (:class:`symkit._locks.RunInUse`) rather than mixing its checkpoints with this one's. Stopped by SIGTERM or
     Ctrl-C, it saves a checkpoint at the step it reached and then stops as the signal would have
-    (:func:`symkit._stopping.deferred_stop`); with ``--compile`` its networks are compiled
+    (:func:`symkit._stopping.deferred_stop`); with ``compile`` its networks are compiled
     (:func:`compile_networks`). A checkpoint of an earlier symkit version (pickles) raises
     :class:`LegacyCheckpointError` before anything in it is read (:func:`convert_legacy_checkpoint`)."""
     if steps < 1 or eval_every < 1 or checkpoint_every < 1:
@@ -658,12 +659,12 @@ def train_sac(p: LocomotionPreset, kind: str, steps: int, *, seed: int = 0, eval
                          f"{eval_every}, {checkpoint_every}")
     with exclusive(checkpoint_dir, f"train_sac ({p.name}, {kind})"):
         return _train_sac(p, kind, steps, seed, eval_every, eval_episodes, checkpoint_dir, checkpoint_every,
-                          keep_replay, sac_kwargs)
+                          keep_replay, device, compile, sac_kwargs)
 
 
 def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every: int, eval_episodes: int,
                checkpoint_dir: str | os.PathLike | None, checkpoint_every: int, keep_replay: bool,
-               sac_kwargs: dict[str, Any]) -> SACResult:
+               device: str | torch.device, compile: bool, sac_kwargs: dict[str, Any]) -> SACResult:
     from stable_baselines3.common.monitor import Monitor
 
     result = SACResult()
@@ -686,7 +687,7 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
     model = None
     if resume is not None:
         curve, finished, replay = resume
-        model = load_sac(ckpt / MODEL_FILE, env=env)
+        model = load_sac(ckpt / MODEL_FILE, env=env, device=device)
         if not finished:
             load_replay(model.replay_buffer, replay)
         _check_resumable(ckpt, model, curve, replay=not finished)
@@ -695,11 +696,13 @@ def _train_sac(p: LocomotionPreset, kind: str, steps: int, seed: int, eval_every
         result.saves = [(int(n), float(t)) for n, t in curve.get("saves", [])]  # none before symkit kept them
         result.resumed_from = int(model.num_timesteps)
     if model is None:
-        model = make_sac(p, kind, env, seed=seed, **sac_kwargs)
+        model = make_sac(p, kind, env, seed=seed, device=device, **sac_kwargs)
     # a logger with no outputs: left to itself, stable-baselines3 makes an empty SB3-<time> folder in the system's
     # temporary folder at every learn() (symkit keeps its own curve and progress bar)
     model.set_logger(Logger(folder=None, output_formats=[]))
-    result.compiled = compile_networks(model)
+    if compile:
+        compile_networks(model)
+    result.compiled = bool(compile)
     callback = _Callback(result, steps, eval_env, eval_every, eval_episodes, ckpt, checkpoint_every,
                          f"SAC {p.name}/{kind}")
     remaining = steps - int(model.num_timesteps)

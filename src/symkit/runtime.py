@@ -116,7 +116,7 @@ def _cpp_compiler() -> str | None:
 
 def check_device(name: str) -> None:
     """Raise ``ValueError`` naming the device when torch cannot use it here (no CUDA build, no GPU of that index,
-    no MPS)."""
+    no MPS) or a run cannot compute on it (``meta``)."""
     import torch
 
     try:
@@ -131,7 +131,10 @@ def check_device(name: str) -> None:
     elif dev.type == "mps":
         if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
             raise ValueError(f"device {name!r}: MPS is not available on this machine; use --device cpu")
-    elif dev.type not in ("cpu", "meta"):
+    elif dev.type == "meta":
+        raise ValueError(f"device {name!r}: torch's meta device holds shapes, not values, so a run computes nothing "
+                         "there; use cpu, cuda, cuda:N or mps")
+    elif dev.type != "cpu":
         raise ValueError(f"device {name!r}: symkit runs on cpu, cuda or mps")
 
 

@@ -28,13 +28,31 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def obey_file_permissions() -> None:
+    """``preexec_fn`` for a child that must meet read-only files and folders as a user does: root writes them anyway
+    (``CAP_DAC_OVERRIDE``), so a child of root drops that capability and ``CAP_DAC_READ_SEARCH`` from its bounding
+    set, which the program it executes then lacks; it stays root, the owner of the test's files, so it reads them
+    through their owner bits (folders of mode 0700 included). Other users meet the permission bits anyway."""
+    if os.geteuid() != 0:
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), f"cannot drop capability {capability} to obey file permissions")
+
+
 def symkit_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "symkit.cli", *args]
 
 
-def run_symkit(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
-    """Run ``symkit ARGS`` in a subprocess and return it (text output)."""
-    return subprocess.run(symkit_cmd(*args), env=cli_env(**env), capture_output=True, text=True, timeout=timeout)
+def run_symkit(*args: str, timeout: float = 240, obey_permissions: bool = False,
+               **env: str) -> subprocess.CompletedProcess:
+    """Run ``symkit ARGS`` in a subprocess and return it (text output); ``obey_permissions``: the subprocess meets
+    file permission bits even when the tests run as root (:func:`obey_file_permissions`)."""
+    return subprocess.run(symkit_cmd(*args), env=cli_env(**env), capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=obey_file_permissions if obey_permissions else None)
 
 
 def executions(log: Path) -> list[tuple[int, int]]:

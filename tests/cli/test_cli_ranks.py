@@ -82,3 +82,14 @@ def test_symkit_ranks_prints_the_table_and_report_shows_it(tmp_path):
 def test_ranks_rejects_quick_with_all():
     result = CliRunner().invoke(app, ["ranks", "--quick", "--all"])
     assert result.exit_code == 2 and "choose one of --quick and --all" in result.output
+
+
+def test_an_unknown_table_group_lists_the_known_ones_in_a_fresh_process(monkeypatch):
+    """``group_from_name`` before any table was built (a fresh process: the tables register their groups as they are
+    built) lists the groups of the tables, not ``known: []``."""
+    monkeypatch.setattr(thesis_tables, "_GROUPS", {})
+    monkeypatch.setattr(thesis_tables, "_CELLS", None)
+    with pytest.raises(ValueError, match=r"unknown table group 'SO\(99x\)'; known: \[.*'SO\(3\)'.*\]") as caught:
+        thesis_tables.group_from_name("SO(99x)")
+    assert "known: []" not in str(caught.value)
+    assert thesis_tables.group_from_name("SO(3)").d == 3

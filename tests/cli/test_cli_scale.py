@@ -111,7 +111,8 @@ def test_compile_is_a_run_setting_refused_without_a_cpp_compiler_and_sent_to_the
     monkeypatch.delenv("CXX", raising=False)
     result = invoke("reproduce", toy_scaled.name, "--compile", "--store", str(tmp_path / "s.db"))
     assert result.exit_code == 2 and "no C++ compiler was found" in result.output and "Traceback" not in result.output
-    runtime.RunSettings(compile=True, device="meta").check()  # a compiler is needed for the CPU only
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    runtime.RunSettings(compile=True, device="cuda").check()  # a compiler is needed for the CPU only
 
 
 def test_a_bare_cuda_device_becomes_one_gpu_per_pool_worker(monkeypatch):

@@ -198,6 +198,169 @@ def test_read_only_commands_open_the_store_read_only(tmp_path, toy):
     assert not (tmp_path / "absent.db").exists()
 
 
+def _toy_store(db: Path) -> bytes:
+    """A store holding one finished toy run, closed (so its -wal and -shm files are gone); its bytes."""
+    with Store(db) as store:
+        store.record("cli-toy", {"n": 10, "seed": 0}, {"error": 0.1, "mean": 0.0})
+    assert not db.with_name(db.name + "-wal").exists() and not db.with_name(db.name + "-shm").exists()
+    return db.read_bytes()
+
+
+def test_a_read_only_store_file_is_refused_before_anything_runs(tmp_path):
+    """SQLite opens a file it may not write read-only without saying so, and starts a write transaction there: only
+    a write finds out. The check before the sweep writes (and rolls back), so no run is computed for nothing. The
+    child meets the permission bits even as root (``obey_permissions``)."""
+    db, log = tmp_path / "s.db", tmp_path / "toy.log"
+    before = _toy_store(db)
+    db.chmod(0o444)
+    try:
+        proc = run_symkit("reproduce", "cli-toy", "--quick", "--store", str(db), SYMKIT_TOY_LOG=str(log),
+                          obey_permissions=True)
+    finally:
+        db.chmod(0o644)
+    _assert_one_line_error(proc, 1, str(db), "cannot be written", "read-only")
+    assert "corrupt" not in proc.stderr
+    assert executions(log) == [] and db.read_bytes() == before
+    assert not Path(str(db) + ".pending.jsonl").exists()
+
+
+def test_a_read_only_store_in_a_read_only_folder_is_read_by_runs_and_report(tmp_path):
+    """A store in WAL mode needs its -shm file to be read, which SQLite cannot create in a read-only folder: the
+    read-only commands read it all the same, and ``reproduce`` says the store is read-only, not corrupt."""
+    folder, out = tmp_path / "archive", tmp_path / "report"
+    folder.mkdir()
+    db = folder / "s.db"
+    before = _toy_store(db)
+    db.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        summary = run_symkit("runs", "--store", str(db), obey_permissions=True)
+        listed = run_symkit("runs", "cli-toy", "--store", str(db), obey_permissions=True)
+        report = run_symkit("report", "cli-toy", "--store", str(db), "--out", str(out), obey_permissions=True)
+        refused = run_symkit("reproduce", "cli-toy", "--quick", "--store", str(db), obey_permissions=True)
+    finally:
+        folder.chmod(0o755)
+        db.chmod(0o644)
+    assert summary.returncode == 0 and "1 run" in summary.stdout and "cli-toy: 1 ok" in summary.stdout, summary
+    assert listed.returncode == 0 and "ok     seed=0" in listed.stdout, listed
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report
+    assert "1 successful run in 1 setting." in (out / "report.md").read_text()
+    _assert_one_line_error(refused, 1, "cannot be written", "read-only")
+    assert "corrupt" not in refused.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["s.db"] and db.read_bytes() == before
+
+
+def _sqlite_opens_read_only(monkeypatch) -> None:
+    """Every SQLite connection this process opens by path is read-only (``mode=ro``), as SQLite opens a file that its
+    process may not write: the in-process view of a read-only store, also for root."""
+    real = sqlite3.connect
+
+    def connect(database, *args, uri=False, **kwargs):
+        if not uri:
+            database, uri = f"{Path(database).resolve().as_uri()}?mode=ro", True
+        return real(database, *args, uri=uri, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+
+
+def test_the_demo_checks_its_store_before_it_runs(tmp_path, toy, toy_log, monkeypatch):
+    from symkit.runner.demo import run_demo
+
+    _toy_store(tmp_path / "demo.db")
+    _sqlite_opens_read_only(monkeypatch)
+    with pytest.raises(StoreError, match="cannot be written: the file or its folder is read-only"):
+        run_demo(tmp_path, ["cli-toy"], executor="local", echo=lambda *a, **k: None)
+    assert executions(toy_log) == []
+
+
+def test_a_store_timeout_that_is_not_a_number_names_the_variable(tmp_path, toy, monkeypatch):
+    from typer.testing import CliRunner
+
+    from symkit.cli.main import app
+
+    _toy_store(tmp_path / "s.db")
+    for value, reason in [("abc", "expected a number of seconds"), ("inf", "must be a finite number of seconds"),
+                          ("-1", "must be a finite number of seconds >= 0")]:
+        monkeypatch.setenv("SYMKIT_STORE_TIMEOUT", value)
+        result = CliRunner().invoke(app, ["runs", "--store", str(tmp_path / "s.db")], catch_exceptions=False)
+        assert result.exit_code == 2, result.output
+        assert f"Error: SYMKIT_STORE_TIMEOUT='{value}'" in result.output and reason in result.output, result.output
+
+
+def test_the_meta_device_is_refused_before_anything_runs(tmp_path, toy, toy_log):
+    """torch's meta device has no values: a run there dies at its first ``.item()``, so ``--device meta`` is refused
+    with the devices symkit runs on."""
+    from typer.testing import CliRunner
+
+    from symkit.cli.main import app
+
+    result = CliRunner().invoke(app, ["reproduce", "cli-toy", "--quick", "--device", "meta", "--store",
+                                      str(tmp_path / "s.db")], catch_exceptions=False)
+    assert result.exit_code == 2 and "Error: device 'meta': " in result.output, result.output
+    assert "use cpu, cuda, cuda:N or mps" in result.output
+    assert executions(toy_log) == [] and not (tmp_path / "s.db").exists()
+
+
+def _truncated_mnist(folder: Path) -> Path:
+    """MNIST's four idx files, gzipped, the training images cut in half (a copy that stopped short)."""
+    import gzip
+
+    def idx(shape: tuple[int, ...]) -> bytes:
+        header = bytes([0, 0, 8, len(shape)]) + b"".join(n.to_bytes(4, "big") for n in shape)
+        return header + bytes(math.prod(shape))
+
+    folder.mkdir()
+    for split, n in (("train", 20), ("t10k", 10)):
+        (folder / f"{split}-labels-idx1-ubyte.gz").write_bytes(gzip.compress(idx((n,))))
+        (folder / f"{split}-images-idx3-ubyte.gz").write_bytes(gzip.compress(idx((n, 28, 28))))
+    images = folder / "train-images-idx3-ubyte.gz"
+    images.write_bytes(images.read_bytes()[: images.stat().st_size // 2])
+    return images
+
+
+def test_a_smoke_run_that_fails_is_one_line_naming_the_error(tmp_path, monkeypatch):
+    """``--smoke`` with a truncated MNIST file: one line naming the file and what is wrong with it, as the sweep's
+    summary names a failed run, not the run's traceback (which ``SYMKIT_DEBUG=1`` shows)."""
+    from typer.testing import CliRunner
+
+    from symkit.cli.main import app
+
+    images = _truncated_mnist(tmp_path / "data")
+    args = ["reproduce", "lee-rotmnist", "--scale", "paper", "--seeds", "0", "--data-dir", str(tmp_path / "data"),
+            "--smoke", "--store", str(tmp_path / "s.db")]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and str(images) in errors[0] and "cannot be read" in errors[0], result.output
+    assert errors[0].startswith("Error: the smoke run of lee-rotmnist (")
+    assert not (tmp_path / "s.db").exists()
+    monkeypatch.setenv("SYMKIT_DEBUG", "1")
+    debug = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert debug.exit_code == 1 and "Traceback (most recent call last)" in debug.output
+
+
+def test_a_time_limit_that_ends_before_the_first_run_starts_is_reported(tmp_path, toy, toy_log, monkeypatch):
+    """The limit's SIGTERM can arrive while the sweep is still being set up (a long plan on a loaded machine): the
+    command still stops as at the limit, exit 124 and the line saying how to carry on, not 130 and no message."""
+    from typer.testing import CliRunner
+
+    from symkit.cli.main import app
+
+    def setting_up(specs):  # the sweep's set-up, here until the limit's signal interrupts it
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise AssertionError("the time limit never came")
+
+    monkeypatch.setattr(sweep_mod, "varying_fields", setting_up)
+    result = CliRunner().invoke(app, ["reproduce", "cli-toy", "--quick", "--time-limit", "1s", "--store",
+                                      str(tmp_path / "s.db")], catch_exceptions=False)
+    assert result.exit_code == 124, result.output
+    assert "Stopped at the time limit (1 s)" in result.output and "run the same command to carry on" in result.output
+    assert executions(toy_log) == [] and _stored(tmp_path / "s.db") == []
+
+
 @pytest.mark.parametrize("value", ["two", "99"])
 def test_a_bad_or_newer_schema_version_is_a_one_line_error(tmp_path, value):
     db = tmp_path / "s.db"

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from dataclasses import dataclass
 
 import pytest
 from typer.testing import CliRunner
 
 from symkit.cli.main import app
-from symkit.store import Store
+from symkit.experiments.fields import Count, Seed
+from symkit.experiments.registry import Experiment, get_experiment
+from symkit.store import Store, to_jsonable
 from symkit.store.archive import export_runs, import_runs, read_archive
 
 
@@ -77,6 +81,15 @@ def test_an_import_replaces_a_failed_run_but_never_a_finished_one(tmp_path):
         ("SET:seed=\"0\"", "line 2: 'seed' must be int, got '0'"),
         ("SET:duration=true", "line 2: 'duration' must be int or float, got True"),
         ("SET:seed=7", "line 2: the config's seed 0 is not the run's seed 7"),
+        ("SEED:18446744073709551616", "line 2: 'seed' must be in [0, 2^63 - 1] (what the results store holds), got "
+                                      "18446744073709551616"),
+        ('SET:metrics={"err": NaN}', "line 2: metrics.err is not a finite number; a run with nan or infinite metrics "
+                                     "is a failed run"),
+        ('SET:metrics={"curve": [1.0, -Infinity]}', "line 2: metrics.curve[1] is not a finite number"),
+        ("SET:duration=Infinity", "line 2: duration is not a finite number; expected a finite number"),
+        ("SET:duration=-1", "line 2: 'duration' must be >= 0 seconds, got -1"),
+        ("[" * 200_000 + "]" * 200_000, "line 2: nested more than 32 levels deep"),
+        ("SET:metrics=" + '{"x": ' + "[" * 40 + "]" * 40 + "}", "line 2: nested more than 32 levels deep"),
     ],
 )
 def test_a_bad_archive_line_is_named_and_nothing_is_recorded(tmp_path, line, message):
@@ -86,12 +99,14 @@ def test_a_bad_archive_line_is_named_and_nothing_is_recorded(tmp_path, line, mes
     archive = tmp_path / "exp.jsonl"
     export_runs(store, "exp", archive)
     good, second = archive.read_text().splitlines()
-    if line.startswith(("DROP:", "SET:")):
+    if line.startswith(("DROP:", "SET:", "SEED:")):
         entry = json.loads(second)
         if line.startswith("DROP:"):
             del entry[line[5:]]
+        elif line.startswith("SEED:"):  # the run's seed and its config's
+            entry["seed"] = entry["config"]["seed"] = int(line[5:])
         else:
-            key, value = line[4:].split("=")
+            key, value = line[4:].split("=", 1)
             entry[key] = json.loads(value)
         line = json.dumps(entry)
     archive.write_text(good + "\n" + line + "\n")
@@ -99,6 +114,101 @@ def test_a_bad_archive_line_is_named_and_nothing_is_recorded(tmp_path, line, mes
     with pytest.raises(ValueError, match=re.escape("exp.jsonl, " + message)):
         import_runs(target, archive)
     assert target.runs() == []  # the archive is checked whole before a run is recorded
+
+
+def _stored_config(name: str, **settings) -> dict:
+    """The config of experiment ``name`` with ``settings``, as a sweep stores it."""
+    exp = get_experiment(name)
+    return exp.identity(to_jsonable(dataclasses.asdict(exp.make_config(**settings))))
+
+
+def test_a_line_that_is_not_utf8_is_named_with_its_file(tmp_path):
+    store = Store(tmp_path / "a.db")
+    store.record("exp", {"n": 3, "seed": 0}, {"err": 1.0})
+    archive = tmp_path / "exp.jsonl"
+    export_runs(store, "exp", archive)
+    archive.write_bytes(archive.read_bytes() + b'{"host": "caf\xe9"}\n')
+    target = Store(tmp_path / "b.db")
+    with pytest.raises(ValueError, match=re.escape(f"{archive}, line 2: not UTF-8 text (byte 0xe9 at column 14)")):
+        import_runs(target, archive)
+    assert target.runs() == []
+
+
+@dataclass
+class _ArchivedConfig:
+    n: Count = 3
+    lr: float = 0.1
+    sizes: tuple[int, ...] = (1, 2)
+    width: int = 8  # added after runs were stored with width 4: a legacy field
+    seed: Seed = 0
+
+
+@pytest.fixture
+def archived(monkeypatch):
+    """An experiment with a legacy field, registered for the test."""
+    from symkit.experiments import registry
+
+    exp = Experiment("archived-toy", "archive fixture", "nothing", _ArchivedConfig, lambda config: {"err": 0.0},
+                     legacy={"width": 4})
+    monkeypatch.setitem(registry._REGISTRY, exp.name, exp)
+    return exp
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"n": 3, "lr": 0.1, "seed": 0}, "the config is not one of experiment 'archived-toy': it lacks sizes (its "
+                                     "settings: n, lr, sizes, width, seed)"),
+    ({"seed": 0, "table": "A.1"}, "it lacks n, lr, sizes and has 'table', not settings of it"),
+    ({"n": 0, "lr": 0.1, "sizes": [1], "seed": 0}, "'archived-toy': n: Input should be greater than or equal to 1"),
+    ({"n": 3, "lr": 0.1, "sizes": "ab", "seed": 0}, "'archived-toy': sizes: Input should be a valid tuple"),
+    ({"n": 3, "lr": 1e400, "sizes": [1], "seed": 0}, "setting lr=inf of experiment 'archived-toy': must be finite"),
+    ({"n": "3", "lr": 0.1, "sizes": [1], "seed": 0}, "not written as experiment 'archived-toy' writes it (n='3' "
+                                                    "where a sweep writes 3)"),
+    ({"n": 3, "lr": 1, "sizes": [1], "seed": 0}, "(lr=1 where a sweep writes 1.0)"),
+    ({"n": 3, "lr": 0.1, "sizes": [1], "width": 4, "seed": 0}, "(width=4, which a sweep leaves out (its legacy "
+                                                               "value))"),
+])
+def test_a_config_that_is_not_the_experiments_is_refused(archived, config, message):
+    """What a sweep of the experiment would store, and nothing else: every field (a legacy one left out at its
+    legacy value), values of the fields' types and ranges, written so that the run gets the key a sweep gives it."""
+    from symkit.runner.sweep import check_stored_config
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_stored_config(archived, config)
+    check_stored_config(archived, {"n": 3, "lr": 0.1, "sizes": [1], "seed": 0})  # width 4, the legacy value
+    check_stored_config(archived, {"n": 3, "lr": 0.1, "sizes": [1], "width": 8, "seed": 0})
+
+
+def test_the_import_command_checks_every_archive_whole_then_records_them_at_once(archived, tmp_path):
+    """``symkit import good.jsonl bad.jsonl``: a config that is not the experiment's (a report would fail on it
+    later) or a run of an experiment this install lacks is named by file and line, and nothing is recorded, not even
+    from the good archive; good archives are recorded together."""
+    runner = CliRunner()
+    source = Store(tmp_path / "a.db")
+    for seed in range(3):
+        source.record(archived.name, _stored_config(archived.name, seed=seed), {"err": 0.1 * seed})
+    good = tmp_path / "good.jsonl"
+    export_runs(source, archived.name, good)
+    lines = good.read_text().splitlines()
+    store = tmp_path / "b.db"
+    for name, line, message in [
+        ("lacking.jsonl", {"config": {"seed": 1}}, "lacking.jsonl, line 2: the config is not one of experiment "
+                                                   "'archived-toy': it lacks n, lr, sizes"),
+        ("other.jsonl", {"experiment": "no-such-experiment"}, "other.jsonl, line 2: no experiment named "
+                                                              "'no-such-experiment'"),
+    ]:
+        bad = tmp_path / name
+        bad.write_text("\n".join([lines[0], json.dumps({**json.loads(lines[1]), **line}), lines[2]]) + "\n")
+        result = runner.invoke(app, ["import", str(good), str(bad), "--store", str(store)])
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert "Traceback" not in result.output
+        assert Store(store).runs() == []
+    again = tmp_path / "again.jsonl"
+    again.write_text(lines[0] + "\n")
+    result = runner.invoke(app, ["import", str(good), str(again), "--store", str(store)])
+    assert result.exit_code == 0, result.output
+    assert f"{good}: 3 runs recorded into" in result.output and f"{again}: 0 runs recorded into" in result.output
+    assert f"{again}: 0 runs recorded into {store}, 1 already there" in result.output
+    assert sorted(r.seed for r in Store(store).runs(archived.name)) == [0, 1, 2]
 
 
 def test_the_commands_export_and_import_runs(tmp_path):
@@ -114,12 +224,12 @@ def test_the_commands_export_and_import_runs(tmp_path):
     assert result.exit_code == 2 and "no experiment named 'no-such'" in result.output
 
     source = Store(tmp_path / "a.db")
-    source.record("rl-sac", {"env": "Hopper", "seed": 0}, {"final_return": 100.0})
+    source.record("rl-sac", _stored_config("rl-sac", seed=0), {"final_return": 100.0})
     source.close()
     result = runner.invoke(app, ["export", "rl-sac", "--out", str(archive), "--store", str(tmp_path / "a.db")])
     assert f"{archive}: 1 run of rl-sac (1 added from" in result.output
     source = Store(tmp_path / "a.db")
-    source.record("rl-sac", {"env": "Hopper", "seed": 1}, {"final_return": 200.0})
+    source.record("rl-sac", _stored_config("rl-sac", seed=1), {"final_return": 200.0})
     source.close()
     result = runner.invoke(app, ["export", "rl-sac", "--out", str(archive), "--store", str(tmp_path / "a.db")])
     assert result.exit_code == 0, result.output

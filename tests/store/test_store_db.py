@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,6 +80,69 @@ def test_bad_seed_and_status_are_clear_errors(tmp_path):
         store.record("exp", {"seed": "0"}, {})
     with pytest.raises(ValueError, match="status must be one of"):
         store.runs("exp", status="done")
+
+
+def test_record_many_writes_every_run_or_none(tmp_path):
+    """Several runs in one transaction: a run that cannot be stored (a seed beyond SQLite's int64) is found before
+    any is written; otherwise each is written once, and an ok run already stored is kept."""
+    store = Store(tmp_path / "s.db")
+    store.record("exp", {"n": 1, "seed": 0}, {"x": 1.0})
+    good = [{"experiment": "exp", "config": {"n": 1, "seed": s}, "metrics": {"x": 2.0}, "host": "lab"} for s in (0, 1)]
+    bad = {"experiment": "exp", "config": {"n": 1, "seed": 2**64}, "metrics": {"x": 3.0}}
+    with pytest.raises(ValueError, match=r"must be in \[0, 2\^63\), got 18446744073709551616"):
+        store.record_many([*good, bad])
+    assert [(r.seed, r.metrics) for r in store.runs("exp")] == [(0, {"x": 1.0})]
+    assert store.record_many([*good, good[1]]) == [False, True, False]
+    assert sorted((r.seed, r.metrics["x"], r.host) for r in store.runs("exp"))[1] == (1, 2.0, "lab")
+    assert len(store.runs("exp")) == 2
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("abc", "SYMKIT_STORE_TIMEOUT='abc': expected a number of seconds >= 0"),
+    ("inf", "SYMKIT_STORE_TIMEOUT='inf' must be a finite number of seconds >= 0, got inf"),
+    ("nan", "SYMKIT_STORE_TIMEOUT='nan' must be a finite number"),
+    ("-1", "SYMKIT_STORE_TIMEOUT='-1' must be a finite number of seconds >= 0, got -1.0"),
+])
+def test_a_bad_store_timeout_names_the_variable(tmp_path, monkeypatch, value, message):
+    monkeypatch.setenv("SYMKIT_STORE_TIMEOUT", value)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Store(tmp_path / "s.db")
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_the_store_timeout_comes_from_the_argument_the_variable_or_60_seconds(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMKIT_STORE_TIMEOUT", " 2.5 ")
+    assert Store(tmp_path / "s.db").timeout == 2.5
+    assert Store(tmp_path / "s.db", timeout=0).timeout == 0.0
+    monkeypatch.setenv("SYMKIT_STORE_TIMEOUT", "")
+    assert Store(tmp_path / "s.db").timeout == 60.0
+    with pytest.raises(ValueError, match="the store timeout must be a finite number of seconds >= 0, got -3"):
+        Store(tmp_path / "s.db", timeout=-3)
+
+
+def test_the_check_before_a_sweep_finds_a_store_that_sqlite_opened_read_only(tmp_path, monkeypatch):
+    """SQLite opens a file its process may not write read-only, silently, and lets a write transaction begin there:
+    :meth:`Store.preflight` writes a row and rolls it back, so it finds out before any run. (Every connection is
+    made ``mode=ro`` here, which is what SQLite does with such a file, for root too.)"""
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        store.record("exp", {"seed": 0}, {"x": 1.0})
+        store.preflight()  # a writable store passes, and the check writes nothing
+        assert store.runs("exp")[0].metrics == {"x": 1.0} and len(store.runs()) == 1
+    real = sqlite3.connect
+
+    def connect(database, *args, uri=False, **kwargs):
+        if not uri:
+            database, uri = f"{Path(database).resolve().as_uri()}?mode=ro", True
+        return real(database, *args, uri=uri, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    with Store(path) as store:  # opens: SQLite says nothing yet
+        with pytest.raises(StoreError, match="cannot be written: the file or its folder is read-only"):
+            store.preflight()
+        with pytest.raises(StoreError, match="read-only"):
+            store.record("exp", {"seed": 1}, {"x": 1.0})
+        assert len(store.runs("exp")) == 1  # reading works
 
 
 def test_a_corrupt_file_is_a_clear_error(tmp_path):

@@ -1,5 +1,7 @@
 """The one training loop: it learns, is reproducible, resumes exactly, stops early, and rejects bad input."""
 
+import re
+
 import pytest
 import torch
 from torch import nn
@@ -191,6 +193,50 @@ def test_bad_input_is_a_clear_error(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="cannot resume from .*bad.pt"):
         Trainer(model, _mse, checkpoint=bad).fit((x, y))
+
+
+def _good_checkpoint(tmp_path):
+    """A checkpoint as Trainer writes it (two epochs of a run), loaded back as a dict."""
+    x, y = _data()
+    path = tmp_path / "good.pt"
+    _trainer(_model(), epochs=2, checkpoint=path).fit((x, y))
+    return torch.load(path, weights_only=True)
+
+
+@pytest.mark.parametrize(("name", "contents", "message"), [
+    ("tensor", lambda good: torch.zeros(3), "it holds a Tensor, not a Trainer checkpoint"),
+    ("list", lambda good: [1, 2, 3], "it holds a list, not a Trainer checkpoint"),
+    ("no-history", lambda good: {k: v for k, v in good.items() if k != "history"}, "it lacks 'history'"),
+    ("empty", lambda good: {}, "it lacks 'epoch', 'steps', 'history'"),
+    ("bad-history", lambda good: {**good, "history": 3}, "its 'history' is int, expected a list"),
+    ("bad-records", lambda good: {**good, "history": [1.0]}, "'history' is not a list of per-epoch records"),
+    ("bad-generator", lambda good: {**good, "generator": [1]}, "its 'generator' is list, expected a generator"),
+])
+def test_a_checkpoint_of_another_program_is_refused_naming_the_file_and_what_it_lacks(tmp_path, name, contents,
+                                                                                       message):
+    """A file at ``checkpoint=`` that Trainer did not write (``torch.save(torch.zeros(3))``, a list, a dict of other
+    keys) is a ValueError naming the file and what a checkpoint needs, not an IndexError, TypeError or KeyError from
+    inside the resume; nothing of it reaches the model."""
+    x, y = _data()
+    path = tmp_path / f"{name}.pt"
+    torch.save(contents(_good_checkpoint(tmp_path)), path)
+    model = _model(seed=5)
+    before = model.weight.detach().clone()
+    with pytest.raises(ValueError, match=f"Trainer: cannot resume from {re.escape(str(path))}: .*{re.escape(message)}"):
+        _trainer(model, checkpoint=path).fit((x, y))
+    assert torch.equal(model.weight, before)
+
+
+def test_mlp_names_a_hidden_width_that_is_not_a_positive_int():
+    """``MLP(6, 1, ch=-4)`` names ``ch`` (torch's own message speaks of a negative dimension of a Linear layer)."""
+    from symkit.nn.emlp import MLP
+
+    for bad in (-4, 0):
+        with pytest.raises(ValueError, match=r"MLP: ch \(the hidden width\): expected an int >= 1, got " + str(bad)):
+            MLP(6, 1, ch=bad)
+    with pytest.raises(TypeError, match=r"MLP: ch \(the hidden width\): expected an int, got float 2.5"):
+        MLP(6, 1, ch=2.5)
+    assert MLP(6, 1, ch=3, num_layers=1).net[0].out_features == 3
 
 
 def _quadratic_with_a_bad_region():

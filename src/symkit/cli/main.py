@@ -363,12 +363,18 @@ def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry
 
 def _smoke(spec: RunSpec) -> None:
     """Run ``spec`` here under the smoke limits and print its metrics (or its error); nothing is stored."""
+    import os
+
     from symkit.runner.sweep import execute
 
     typer.echo(f"smoke run of {spec.experiment} ({spec.label()}); not stored", err=True)
     outcome = execute(spec)
-    if outcome.error is not None:
-        typer.echo(outcome.error.rstrip(), err=True)
+    if outcome.error is not None:  # one line, as a sweep's summary names a failed run; the traceback on request
+        if os.environ.get("SYMKIT_DEBUG", "0") not in ("", "0"):
+            typer.echo(outcome.error.rstrip(), err=True)
+        last = (outcome.error.strip().splitlines() or [""])[-1]
+        _echo_error(f"the smoke run of {spec.experiment} ({spec.label()}) failed: {last} (SYMKIT_DEBUG=1 shows "
+                    "the traceback)")
         raise typer.Exit(1)
     for key, value in (outcome.metrics or {}).items():
         typer.echo(f"{key}: {value}")
@@ -392,14 +398,19 @@ def _run_and_summarise(
     :func:`~symkit.runner.sweep.run_sweep`."""
     from symkit.runner.sweep import run_sweep, summary_lines
 
-    result = None
+    result = limit = None
     try:
         with _sigterm_as_interrupt(), _stop_after(time_limit) as limit:
             result = run_sweep(exp, specs, db, executor=executor, jobs=jobs, ray_address=ray_address,
                                retry_failed=retry_failed, on_finished=on_finished)
     except KeyboardInterrupt:
-        if result is None:  # outside the sweep's own handling: as before
-            raise
+        if result is None:  # outside the sweep's own handling (a second Ctrl-C while it stopped, say)
+            if limit is not None and limit.reached:
+                typer.echo(f"Stopped at the time limit ({_ago(time_limit)}): the finished runs are stored; run the "
+                           "same command to carry on.", err=True)
+                raise typer.Exit(124) from None
+            typer.echo("Interrupted: the finished runs are stored; run the same command again to resume.", err=True)
+            raise typer.Exit(130) from None
         # the limit's signal arrived just as the sweep ended: nothing was interrupted
     for line, is_error in summary_lines(exp, specs, result, db.path):
         typer.echo(line, err=is_error)
@@ -562,12 +573,13 @@ def import_command(
     store: StoreOption = None,
 ) -> None:
     """Record the runs of runs archives into the store, where report aggregates them and reproduce skips them."""
-    from symkit.store.archive import import_runs
+    from symkit.runner.sweep import check_archived_run
+    from symkit.store.archive import import_archives
 
     with _clear_errors():
         db = _open_store(store)
-        for archive in archives:
-            recorded, kept = import_runs(db, archive)
+        # every line of every archive checked (its experiment's config included), then all recorded at once
+        for archive, (recorded, kept) in zip(archives, import_archives(db, archives, check=check_archived_run)):
             typer.echo(f"{archive}: {count(recorded, 'run')} recorded into {db.path}, {kept} already there")
 
 

@@ -76,6 +76,7 @@ def _reg(name: str, fn: Callable[[], Group]) -> str:
 
 def group_from_name(name: str) -> Group:
     """The group of a table cell from its display name (e.g. "SO(3)", "Z(3)×Z(3)")."""
+    thesis_cells()  # the tables register their groups as they are built
     if name not in _GROUPS:
         raise ValueError(f"unknown table group {name!r}; known: {sorted(_GROUPS)}")
     return _GROUPS[name]()

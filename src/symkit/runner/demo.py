@@ -54,6 +54,7 @@ def run_demo(
         raise KeyError(f"none of the demo experiments is available; valid names: {', '.join(available) or '(none)'}")
 
     store = Store(db_path)
+    store.preflight()  # a read-only, corrupt or locked store is named before any run
     index = ["# symkit demo", "", "Quick versions of these experiments, run end to end with `symkit demo`:", ""]
     plots: list[Path] = []
     t_start = time.perf_counter()

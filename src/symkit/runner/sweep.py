@@ -193,6 +193,53 @@ def _from_json(experiment: Experiment, values: Mapping[str, Any]) -> Any:
     return config_from_json(experiment.config, experiment.complete(values))
 
 
+def check_stored_config(experiment: Experiment, values: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` unless ``values`` is a config of ``experiment`` as the results store keeps it (a run
+    archive's ``config``): every field of the experiment (a ``legacy`` field may be left out), no other key, each
+    value of its field's type and range (:meth:`Experiment.check_config`), written as a sweep writes it, so that the
+    run gets the key a sweep gives it."""
+    if not isinstance(values, Mapping):
+        raise TypeError(f"a config of experiment {experiment.name!r} must be a JSON object, got "
+                        f"{type(values).__name__}")
+    names = experiment.field_names()
+    missing = [name for name in names if name not in experiment.complete(values)]
+    unknown = [key for key in values if key not in names]
+    if missing or unknown:
+        parts = ([f"lacks {', '.join(missing)}"] if missing else []) + (
+            [f"has {', '.join(map(repr, unknown))}, not settings of it"] if unknown else [])
+        raise ValueError(f"the config is not one of experiment {experiment.name!r}: it {' and '.join(parts)} "
+                         f"(its settings: {', '.join(names)})")
+    try:
+        config = _from_json(experiment, values)
+    except ValueError as exc:  # pydantic's ValidationError: a value that is not of its field's type
+        errors = exc.errors() if hasattr(exc, "errors") else []
+        reason = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:3]) or str(exc)
+        raise ValueError(f"the config is not one of experiment {experiment.name!r}: {reason}") from None
+    experiment.check_config(config)
+    made = experiment.identity(to_jsonable(dataclasses.asdict(config)))
+    differ = [k for k in sorted({*made, *values}) if canonical_json(made.get(k)) != canonical_json(values.get(k))
+              or (k in made) != (k in values)]
+    if differ:
+        shown = "; ".join(
+            f"{k}={values[k]!r} where a sweep writes {made[k]!r}" if k in made and k in values else
+            f"{k}={values[k]!r}, which a sweep leaves out (its legacy value)" if k in values else
+            f"no {k}, which a sweep writes as {made[k]!r}" for k in differ)
+        raise ValueError(f"the config is not written as experiment {experiment.name!r} writes it ({shown}), so the "
+                         "run would not be found by a sweep")
+
+
+def check_archived_run(entry: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` unless a run archive's ``entry`` is a run of an experiment of this install whose config
+    :func:`check_stored_config` accepts (``symkit import`` checks every line so before recording any)."""
+    from symkit.experiments.registry import get_experiment
+
+    try:
+        experiment = get_experiment(entry["experiment"])
+    except KeyError as exc:
+        raise ValueError(exc.args[0] if exc.args else str(exc)) from None
+    check_stored_config(experiment, entry["config"])
+
+
 def plan(
     experiment: Experiment,
     quick: bool = False,
@@ -570,7 +617,14 @@ _EXECUTORS = {"local": _local, "process": _process, "ray": _ray}
 
 def varying_fields(specs: Sequence[RunSpec]) -> list[str]:
     """The config fields whose value differs between ``specs`` (what a run's label shows), sorted."""
-    return sorted({k for s in specs for k in s.config if len({canonical_json(t.config.get(k)) for t in specs}) > 1})
+    seen: dict[str, set[str]] = {}
+    for spec in specs:
+        for key, value in spec.config.items():
+            seen.setdefault(key, set()).add(canonical_json(value))
+    for key, values in seen.items():  # a spec without the key counts as null
+        if any(key not in spec.config for spec in specs):
+            values.add(canonical_json(None))
+    return sorted(key for key, values in seen.items() if len(values) > 1)
 
 
 def planned_states(specs: Sequence[RunSpec], stored: Mapping[tuple[str, int], str],
@@ -608,28 +662,29 @@ def run_sweep(
     if ray_address and executor != "ray":
         raise SweepError("--ray-address is only used with --executor ray")
     result = SweepResult(total=len(specs))
-    todo = []
-    for spec, state in planned_states(specs, store.status_of(experiment.name), retry_failed):
-        if state == "done":
-            result.already_ok += 1
-        elif state == "failed":
-            result.already_failed += 1
-        else:
-            todo.append(spec)
-    if not todo:
-        return result
+    bar = run_bar = outcomes = None
+    try:  # an interruption at any point (a time limit's SIGTERM while planning, say) ends in the result
+        todo = []
+        for spec, state in planned_states(specs, store.status_of(experiment.name), retry_failed):
+            if state == "done":
+                result.already_ok += 1
+            elif state == "failed":
+                result.already_failed += 1
+            else:
+                todo.append(spec)
+        if not todo:
+            return result
 
-    varying = varying_fields(todo)
-    show = progress_enabled() if progress is None else progress
-    bar = progress_bar(desc=experiment.name, total=len(specs), show=show, initial=len(specs) - len(todo), unit="run",
-                       position=0, leave=True)
-    run_bar = _RunBar(show, parallel=None if executor == "local" else jobs)
+        varying = varying_fields(todo)
+        show = progress_enabled() if progress is None else progress
+        bar = progress_bar(desc=experiment.name, total=len(specs), show=show, initial=len(specs) - len(todo),
+                           unit="run", position=0, leave=True)
+        run_bar = _RunBar(show, parallel=None if executor == "local" else jobs)
 
-    def on_start(spec: RunSpec) -> None:
-        run_bar.start(spec.label(varying))
+        def on_start(spec: RunSpec) -> None:
+            run_bar.start(spec.label(varying))
 
-    outcomes = _EXECUTORS[executor](todo, jobs, ray_address, on_start)
-    try:
+        outcomes = _EXECUTORS[executor](todo, jobs, ray_address, on_start)
         for outcome in outcomes:
             failed = outcome.error is not None and not outcome.in_use
             if outcome.in_use:  # left to the process that holds it; a later sweep runs it if that one did not
@@ -647,9 +702,9 @@ def run_sweep(
     except KeyboardInterrupt:
         result.interrupted = True
     finally:
-        outcomes.close()
-        run_bar.close()
-        bar.close()
+        for closing in (outcomes, run_bar, bar):
+            if closing is not None:
+                closing.close()
     return result
 
 

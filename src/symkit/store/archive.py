@@ -13,8 +13,9 @@ Only finished (``ok``) runs are archived; a failed run is not a result.
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,46 @@ def _entry_key(entry: Mapping[str, Any]) -> tuple[str, str, int]:
     return (entry["experiment"], config_hash(entry["config"]), entry["seed"])
 
 
+#: the deepest nesting of lists and objects a run may have (a run's config and metrics are flat, with lists of
+#: numbers at most a few levels deep); deeper lines are refused before they reach the recursive code that stores them
+MAX_DEPTH = 32
+#: the seeds SQLite can store (a signed 64-bit integer), as the store and every experiment's ``Seed`` field take them
+_SEEDS = range(0, 2**63)
+Check = Callable[[dict[str, Any]], None]
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and objects more than ``limit`` levels deep (an iterative walk)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _non_finite(value: Any, where: str) -> str | None:
+    """The place (``metrics.loss``, ``config.lr[1]``) of the first float in ``value`` that is nan or infinite."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else where
+    if isinstance(value, dict):
+        items = ((f"{where}.{k}", v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    return next((place for place in (_non_finite(v, w) for w, v in items) if place is not None), None)
+
+
 def _check_entry(entry: Any, where: str) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise ValueError(f"{where}: expected a JSON object (one run), got {type(entry).__name__}")
+    if _depth_over(entry, MAX_DEPTH):
+        raise ValueError(f"{where}: nested more than {MAX_DEPTH} levels deep; a run holds a flat config and metrics")
     if entry.get("format") != ARCHIVE_FORMAT:
         raise ValueError(f"{where}: not a symkit run (format {entry.get('format')!r}, expected {ARCHIVE_FORMAT!r})")
     for field, types in _FIELDS.items():
@@ -52,29 +90,57 @@ def _check_entry(entry: Any, where: str) -> dict[str, Any]:
         if not isinstance(value, types) or isinstance(value, bool):
             expected = " or ".join(t.__name__ for t in types)
             raise ValueError(f"{where}: {field!r} must be {expected}, got {value!r}")
+    if entry["seed"] not in _SEEDS:
+        raise ValueError(f"{where}: 'seed' must be in [0, 2^63 - 1] (what the results store holds), got "
+                         f"{entry['seed']}")
     if entry["config"].get("seed") != entry["seed"]:
         raise ValueError(f"{where}: the config's seed {entry['config'].get('seed')!r} is not the run's seed "
                          f"{entry['seed']}")
+    for field in ("config", "metrics", "duration"):
+        place = _non_finite(entry[field], field)
+        if place is not None:
+            why = ("a run with nan or infinite metrics is a failed run, and archives hold finished runs only"
+                   if field == "metrics" else "expected a finite number")
+            raise ValueError(f"{where}: {place} is not a finite number; {why}")
+    if entry["duration"] < 0:
+        raise ValueError(f"{where}: 'duration' must be >= 0 seconds, got {entry['duration']}")
     return entry
 
 
-def read_archive(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The runs of an archive file, checked line by line (a bad line raises ``ValueError`` naming it)."""
+def read_archive(path: str | os.PathLike[str], check: Check | None = None) -> list[dict[str, Any]]:
+    """The runs of an archive file, every line checked before this returns (a bad line raises ``ValueError`` naming
+    the file and the line). ``check(entry)``, if given, checks each run further (``symkit import`` checks that its
+    config is one of its experiment's); a ``ValueError`` or ``TypeError`` it raises is named by line too."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{str(path)!r} is a directory; expected a runs archive file (.jsonl)")
     entries = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
             where = f"{path}, line {number}"
             try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{where}: not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1}); "
+                                 "expected a runs archive as written by `symkit export`") from None
+            if not line.strip():
+                continue
+            try:
                 entry = json.loads(line)
+            except RecursionError:
+                raise ValueError(f"{where}: nested more than {MAX_DEPTH} levels deep; a run holds a flat config "
+                                 "and metrics") from None
             except ValueError as exc:
-                raise ValueError(f"{where}: not JSON ({exc.msg}); expected one run per line as written by "
+                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+                raise ValueError(f"{where}: not JSON ({reason}); expected one run per line as written by "
                                  "`symkit export`") from None
-            entries.append(_check_entry(entry, where))
+            entry = _check_entry(entry, where)
+            if check is not None:
+                try:
+                    check(entry)
+                except (ValueError, TypeError) as exc:
+                    raise ValueError(f"{where}: {exc}") from None
+            entries.append(entry)
     return entries
 
 
@@ -108,14 +174,30 @@ def export_runs(store: Store, experiment: str, path: str | os.PathLike[str]) -> 
     return write_archive(path, by_key.values()), len(added)
 
 
-def import_runs(store: Store, path: str | os.PathLike[str]) -> tuple[int, int]:
-    """Record the runs of the archive at ``path`` into ``store``; a run the store already has finished is kept as
-    it is there (a failed one is replaced). Returns ``(runs recorded, runs already stored)``."""
-    recorded = kept = 0
-    for entry in read_archive(path):
-        written = store.record(entry["experiment"], entry["config"], entry["metrics"],
-                               started_at=entry["started_at"], finished_at=entry["finished_at"],
-                               duration=float(entry["duration"]), version=entry["version"], host=entry["host"])
-        recorded += written
-        kept += not written
-    return recorded, kept
+def _record_arguments(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {"experiment": entry["experiment"], "config": entry["config"], "metrics": entry["metrics"],
+            "started_at": entry["started_at"], "finished_at": entry["finished_at"],
+            "duration": float(entry["duration"]), "version": entry["version"], "host": entry["host"]}
+
+
+def import_runs(store: Store, path: str | os.PathLike[str], check: Check | None = None) -> tuple[int, int]:
+    """Record the runs of the archive at ``path`` into ``store``, all in one transaction once every line has passed
+    :func:`read_archive` (with ``check``): a bad line records nothing. A run the store already has finished is kept
+    as it is there (a failed one is replaced). Returns ``(runs recorded, runs already stored)``."""
+    written = store.record_many(_record_arguments(entry) for entry in read_archive(path, check))
+    return sum(written), len(written) - sum(written)
+
+
+def import_archives(store: Store, paths: Sequence[str | os.PathLike[str]],
+                    check: Check | None = None) -> list[tuple[int, int]]:
+    """:func:`import_runs` of several archives: every one is read and checked first, then all their runs are
+    recorded in one transaction, so a bad line in any of them records nothing. Returns ``(recorded, already
+    stored)`` for each archive."""
+    entries = [read_archive(path, check) for path in paths]
+    written = store.record_many(_record_arguments(entry) for part in entries for entry in part)
+    out, at = [], 0
+    for part in entries:
+        mine = written[at:at + len(part)]
+        at += len(part)
+        out.append((sum(mine), len(mine) - sum(mine)))
+    return out

@@ -19,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -61,8 +62,48 @@ CREATE INDEX IF NOT EXISTS runs_by_experiment ON runs (experiment, status);
 """
 
 
+_UPSERT = """
+INSERT INTO runs (experiment, config_hash, seed, config, metrics, status, error,
+                  started_at, finished_at, duration, version, host)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (experiment, config_hash, seed) DO UPDATE SET
+    config = excluded.config, metrics = excluded.metrics, status = excluded.status,
+    error = excluded.error, started_at = excluded.started_at, finished_at = excluded.finished_at,
+    duration = excluded.duration, version = excluded.version, host = excluded.host,
+    attempts = runs.attempts + 1
+WHERE runs.status != 'ok'
+"""
+
+
 class StoreError(RuntimeError):
     """The store file cannot be used (not a SQLite file, a foreign database, a newer schema, ...)."""
+
+
+def store_timeout(timeout: float | None = None) -> float:
+    """Seconds a write waits for another process's lock: ``timeout``, else ``$SYMKIT_STORE_TIMEOUT``, else 60. A value
+    that is not a finite number >= 0 raises ``ValueError`` naming where it came from."""
+    where = "the store timeout"
+    if timeout is None:
+        text = os.environ.get("SYMKIT_STORE_TIMEOUT", "").strip()
+        if not text:
+            return 60.0
+        where = f"SYMKIT_STORE_TIMEOUT={text!r}"
+        try:
+            timeout = float(text)
+        except ValueError:
+            raise ValueError(f"{where}: expected a number of seconds >= 0 (how long a write waits for another "
+                             "process's lock), e.g. 60") from None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"{where} must be a number of seconds, got {type(timeout).__name__} {timeout!r}")
+    if not (math.isfinite(timeout) and timeout >= 0):
+        raise ValueError(f"{where} must be a finite number of seconds >= 0, got {timeout!r}")
+    return float(timeout)
+
+
+def _is_read_only_error(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused because the file or its folder cannot be written."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith("SQLITE_READONLY") or "readonly database" in str(exc)
 
 
 def default_store_path() -> Path:
@@ -156,9 +197,7 @@ class Store:
         readonly: bool = False,
     ) -> None:
         self.path = Path(path) if path is not None else default_store_path()
-        self.timeout = float(timeout if timeout is not None else os.environ.get("SYMKIT_STORE_TIMEOUT", 60.0))
-        if not self.timeout >= 0:
-            raise StoreError(f"the store timeout must be a number of seconds >= 0, got {self.timeout}")
+        self.timeout = store_timeout(timeout)
         self.readonly = bool(readonly)
         if self.path.is_dir():
             raise StoreError(f"store path {str(self.path)!r} is a directory; expected a .db file path")
@@ -184,8 +223,7 @@ class Store:
     def _open(self) -> sqlite3.Connection:
         try:
             if self.readonly:
-                uri = f"{self.path.resolve().as_uri()}?mode=ro"
-                conn = sqlite3.connect(uri, timeout=self.timeout, isolation_level=None, uri=True)
+                conn = self._connect_read_only()
             else:
                 conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
         except sqlite3.Error as exc:
@@ -208,6 +246,8 @@ class Store:
             self._check_meta(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()
+            if _is_read_only_error(exc):
+                raise StoreError(self._read_only_message()) from None
             raise StoreError(
                 f"{str(self.path)!r} is not a usable symkit results store ({exc}); the file may be corrupt or of "
                 "another kind: move it aside or pass another path with --store"
@@ -216,6 +256,30 @@ class Store:
             conn.close()
             raise
         return conn
+
+    def _read_only_message(self) -> str:
+        return (f"results store {str(self.path)!r} cannot be written: the file or its folder is read-only (`symkit "
+                "runs` and `symkit report` can still read it); make it writable or pass another --store")
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A read-only connection (SQLite ``mode=ro``). A store in WAL mode needs its ``-shm`` file, which SQLite
+        creates beside it; in a folder that cannot be written it is opened ``immutable`` instead, which is exact
+        when no ``-wal`` file holds changes (no process can write to such a folder's store)."""
+        uri = self.path.resolve().as_uri()
+        conn = sqlite3.connect(f"{uri}?mode=ro", timeout=self.timeout, isolation_level=None, uri=True)
+        try:
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchall()  # opens the WAL index, if there is one
+            return conn
+        except sqlite3.DatabaseError as exc:
+            if not _is_read_only_error(exc):
+                return conn  # the checks that follow name what is wrong with the file
+            conn.close()
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise StoreError(f"cannot read results store {str(self.path)!r}: its folder is read-only and SQLite needs "
+                             f"to create {self.path.name}-shm there to read the changes in {wal.name}; make the "
+                             "folder writable, or copy the store and its -wal file to a writable folder")
+        return sqlite3.connect(f"{uri}?mode=ro&immutable=1", timeout=self.timeout, isolation_level=None, uri=True)
 
     def _create(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")  # executescript would commit on its own, so run the statements one by one
@@ -265,7 +329,7 @@ class Store:
         except sqlite3.Error as exc:
             hint = ""
             text = str(exc)
-            if "readonly" in text or "read-only" in text:
+            if _is_read_only_error(exc) or "read-only" in text:
                 hint = "; the file or its directory is read-only"
             elif "locked" in text or "busy" in text:
                 hint = f"; another process held the lock for more than {self.timeout:g} s"
@@ -288,15 +352,26 @@ class Store:
 
     def preflight(self) -> None:
         """Check, before a sweep runs anything, that the store can take results: it is not corrupt
-        (``PRAGMA quick_check``) and a write transaction can start (not read-only, lock obtainable within the
-        timeout). Raises :class:`StoreError` saying which."""
+        (``PRAGMA quick_check``), and a write transaction can start (lock obtainable within the timeout) and write
+        (a row updated, then rolled back: SQLite opens a file it may not write read-only without saying so, and
+        only a write finds out). Raises :class:`StoreError` saying which."""
         with self._guard("check the file"):
             rows = [r[0] for r in self._conn.execute("PRAGMA quick_check").fetchall()]
         if rows != ["ok"]:
             raise StoreError(f"results store {str(self.path)!r} is corrupt ({'; '.join(map(str, rows[:3]))}): move "
                              "it aside or pass another --store")
-        with self._write():
-            pass
+        if self.readonly:
+            raise StoreError(f"results store {str(self.path)!r} was opened read-only")
+        with self._guard("write"):
+            self._retry(lambda: self._conn.execute("BEGIN IMMEDIATE"))
+            try:
+                self._conn.execute("UPDATE symkit_meta SET value = value WHERE key = 'application'")
+            except sqlite3.Error as exc:
+                self._conn.execute("ROLLBACK")
+                if _is_read_only_error(exc):
+                    raise StoreError(self._read_only_message()) from None
+                raise
+            self._conn.execute("ROLLBACK")
 
     # -- runs that could not be written ---------------------------------------------------------------------
 
@@ -365,6 +440,33 @@ class Store:
 
         A run already stored as ``ok`` is kept (returns ``False``); a ``failed`` one is replaced.
         """
+        row = self._row(experiment, config, metrics, error=error, started_at=started_at, finished_at=finished_at,
+                        duration=duration, version=version, host=host)
+        with self._write() as conn:
+            return conn.execute(_UPSERT, row).rowcount > 0
+
+    def record_many(self, runs: Iterable[Mapping[str, Any]]) -> list[bool]:
+        """Store several runs in one transaction, all or none; each item holds the arguments of :meth:`record`
+        (``experiment``, ``config``, ``metrics`` and the keywords). Returns, for each, whether its row was written
+        (``False``: the store had it finished already). Every run is checked before any is written."""
+        rows = [self._row(**dict(run)) for run in runs]
+        with self._write() as conn:
+            return [conn.execute(_UPSERT, row).rowcount > 0 for row in rows]
+
+    def _row(
+        self,
+        experiment: str,
+        config: Mapping[str, Any] | Any,
+        metrics: Mapping[str, Any] | None = None,
+        *,
+        error: str | None = None,
+        started_at: str | None = None,
+        finished_at: str | None = None,
+        duration: float = 0.0,
+        version: str | None = None,
+        host: str | None = None,
+    ) -> tuple[Any, ...]:
+        """The table row of one run, checked (a seed that SQLite can store, JSON-serialisable values)."""
         cfg = to_jsonable(config)
         if not isinstance(cfg, dict) or "seed" not in cfg:
             raise ValueError(f"config for {experiment!r} must be a dict or dataclass with a 'seed' field, got {cfg!r}")
@@ -380,26 +482,10 @@ class Store:
         if version is None:
             from symkit import __version__ as version
         now = utc_now()
-        row = (
+        return (
             experiment, config_hash(cfg), seed, canonical_json(cfg), metrics_json, status, error,
             started_at or now, finished_at or now, float(duration), version, host or socket.gethostname(),
         )
-        with self._write() as conn:
-            cursor = conn.execute(
-                """
-                INSERT INTO runs (experiment, config_hash, seed, config, metrics, status, error,
-                                  started_at, finished_at, duration, version, host)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (experiment, config_hash, seed) DO UPDATE SET
-                    config = excluded.config, metrics = excluded.metrics, status = excluded.status,
-                    error = excluded.error, started_at = excluded.started_at, finished_at = excluded.finished_at,
-                    duration = excluded.duration, version = excluded.version, host = excluded.host,
-                    attempts = runs.attempts + 1
-                WHERE runs.status != 'ok'
-                """,
-                row,
-            )
-            return cursor.rowcount > 0
 
     def delete(self, experiment: str, status: str | None = None) -> int:
         """Delete the runs of ``experiment`` (only those with ``status`` if given); returns how many."""

@@ -370,6 +370,24 @@ class Trainer:
         torch.save(state, tmp)
         os.replace(tmp, self.checkpoint)
 
+    def _check_state(self, state: Any) -> None:
+        """Raise ``ValueError`` naming the checkpoint file and what it lacks unless ``state`` is what :meth:`_save`
+        writes (a file of another program, or of another kind, is refused before any of it is loaded)."""
+        where = f"Trainer: cannot resume from {self.checkpoint}"
+        hint = "delete it to start over, or pass another checkpoint="
+        if not isinstance(state, dict):
+            raise ValueError(f"{where}: it holds a {type(state).__name__}, not a Trainer checkpoint (a dict of "
+                             f"{', '.join(_CHECKPOINT_FIELDS)}); {hint}")
+        missing = [key for key in _CHECKPOINT_FIELDS if key not in state]
+        if missing:
+            raise ValueError(f"{where}: it lacks {', '.join(map(repr, missing))} of a Trainer checkpoint; {hint}")
+        for key, types, expected in _CHECKPOINT_TYPES:
+            value = state[key]
+            if isinstance(value, bool) or not isinstance(value, types):
+                raise ValueError(f"{where}: its {key!r} is {type(value).__name__}, expected {expected}; {hint}")
+        if not all(isinstance(record, dict) for record in state["history"]):
+            raise ValueError(f"{where}: its 'history' is not a list of per-epoch records (dicts); {hint}")
+
     def _resume(self, result: TrainResult) -> int:
         if self.checkpoint is None or not self.checkpoint.exists():
             return 0
@@ -377,18 +395,33 @@ class Trainer:
 
         try:
             state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
+        except (RuntimeError, KeyError, ValueError, OSError, EOFError, pickle.UnpicklingError) as exc:
+            raise ValueError(f"Trainer: cannot resume from {self.checkpoint}: {exc}; delete it to start over") from exc
+        self._check_state(state)
+        try:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             if self.scheduler is not None and state["scheduler"] is not None:
                 self.scheduler.load_state_dict(state["scheduler"])
             self.generator.set_state(state["generator"])
-        except (RuntimeError, KeyError, ValueError, OSError, EOFError, pickle.UnpicklingError) as exc:
-            raise ValueError(f"Trainer: cannot resume from {self.checkpoint}: {exc}; delete it to start over") from exc
+        except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:
+            raise ValueError(f"Trainer: cannot resume from {self.checkpoint}: {type(exc).__name__}: {exc}; delete it "
+                             "to start over") from exc
         result.history = list(state["history"])
         result.steps = int(state["steps"])
         result.best_validation = state["best_validation"]
         result.resumed_from_epoch = int(state["epoch"])
         return result.resumed_from_epoch
+
+
+#: what a checkpoint of :class:`Trainer` holds, and the types its fields are read as
+_CHECKPOINT_FIELDS = ("epoch", "steps", "history", "best_validation", "model", "optimizer", "scheduler", "generator")
+_CHECKPOINT_TYPES = (
+    ("epoch", (int,), "an int"), ("steps", (int,), "an int"), ("history", (list,), "a list"),
+    ("best_validation", (int, float, type(None)), "a number or None"), ("model", (dict,), "a state dict"),
+    ("optimizer", (dict,), "a state dict"), ("scheduler", (dict, type(None)), "a state dict or None"),
+    ("generator", (torch.Tensor,), "a generator state (tensor)"),
+)
 
 
 @torch.no_grad()

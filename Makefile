@@ -26,6 +26,7 @@ demo: install
 # in collection order, the longest first (tests/conftest.py LONGEST_FIRST), not xdist's most-tests-first
 test: install
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not slow" -p no:cacheprovider
 
 test-all: install
@@ -36,6 +37,7 @@ bench: install
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info src/*.egg-info

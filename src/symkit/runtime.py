@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = ["PRECISIONS", "RunSettings", "autocast", "compile_module", "current", "data_dir", "device", "epochs",
-           "limit_batches", "using"]
+           "limit_batches", "trainer_settings", "using"]
 
 #: float32, or bfloat16 autocast (no loss scaling needed, unlike float16, which symkit therefore does not offer)
 PRECISIONS = ("32", "bf16")
@@ -163,6 +163,13 @@ def limit_batches(batches: Iterable[T_]) -> Iterator[T_]:
         if limit is not None and i >= limit:
             return
         yield batch
+
+
+def trainer_settings() -> dict[str, Any]:
+    """The current run's precision and smoke limits as :class:`symkit.train.Trainer` keywords (``precision``,
+    ``max_epochs``, ``max_batches``): how an experiment hands the command's settings to the library."""
+    s = current()
+    return {"precision": s.precision, "max_epochs": s.max_epochs, "max_batches": s.max_batches}
 
 
 def autocast(device_type: str | None = None) -> contextlib.AbstractContextManager:

@@ -152,10 +152,14 @@ def test_a_smoke_run_trains_its_first_epoch_of_its_first_batches_only():
     from symkit import runtime
 
     x, y = _data()
-    with runtime.using(runtime.RunSettings(max_epochs=1, max_batches=2)):
-        result = Trainer(_model(), _mse, epochs=50, batch_size=16).fit((x, y))
+    result = Trainer(_model(), _mse, epochs=50, batch_size=16, max_epochs=1, max_batches=2).fit((x, y))
     assert result.steps == 2 and len(result.history) == 1
     assert Trainer(_model(), _mse, epochs=3, batch_size=16).fit((x, y)).steps == 3 * 16
+    with runtime.using(runtime.RunSettings(max_epochs=1, max_batches=2)):  # the run context does not reach it
+        assert Trainer(_model(), _mse, epochs=3, batch_size=16).fit((x, y)).steps == 3 * 16
+    for name in ("max_epochs", "max_batches"):
+        with pytest.raises(ValueError, match=name):
+            Trainer(_model(), _mse, **{name: 0})
 
 
 def test_bf16_precision_autocasts_the_training_forward_pass():
@@ -165,9 +169,14 @@ def test_bf16_precision_autocasts_the_training_forward_pass():
     model = _model().float()
     model.register_forward_hook(lambda m, i, out: seen.append(out.dtype))
     x, y = (t.float() for t in _data(32))
-    with runtime.using(runtime.RunSettings(precision="bf16")):
-        Trainer(model, lambda out, t: _mse(out.float(), t), epochs=1, batch_size=16).fit((x, y))
+    Trainer(model, lambda out, t: _mse(out.float(), t), epochs=1, batch_size=16, precision="bf16").fit((x, y))
     assert seen == [torch.bfloat16, torch.bfloat16] and model.weight.dtype == torch.float32
+    seen.clear()
+    with runtime.using(runtime.RunSettings(precision="bf16")):  # the run context does not reach the library
+        Trainer(model, lambda out, t: _mse(out.float(), t), epochs=1, batch_size=16).fit((x, y))
+    assert seen == [torch.float32, torch.float32]
+    with pytest.raises(ValueError, match="precision"):
+        Trainer(model, _mse, precision="16")
 
 
 def test_bad_input_is_a_clear_error(tmp_path):

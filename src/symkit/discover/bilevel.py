@@ -10,6 +10,8 @@
   optimiser steps and the hypergradient comes from the implicit function theorem,
   ``dL_V/dlambda = dL_V/dlambda - (d^2 L_T / dlambda dw^T) H^{-1} dL_V/dw``, with ``H^{-1} v`` by conjugate
   gradient, a Neumann series, a dense solve, or the identity.
+
+Every solver that trains takes ``max_epochs`` (a smoke run's limit on its outer or optimiser steps; None: none).
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ def relaxed_closed_form(
     init: str = "normal",
     init_scale: float = 0.1,
     seed: int = 0,
+    max_epochs: int | None = None,
 ) -> RelaxedResult:
     """Relaxed bilevel search with a closed-form lower level (§4.2, App. F.1 / F.3).
 
@@ -175,7 +178,7 @@ def relaxed_closed_form(
 
     if iters:
         Trainer(holder, objective=total, optimizer=optimizer, lr=lr, weight_decay=weight_decay, epochs=iters,
-                desc="sharing").fit()
+                desc="sharing", max_epochs=max_epochs).fit()
     with torch.no_grad():
         obj, A = objective()
         best = obj.argmin(0)  # (B,)
@@ -329,6 +332,7 @@ def fit_implicit(
     plateau_patience: int = 50,
     patience: int = 100,
     callback: Callable[[int, nn.Module, float], None] | None = None,
+    max_epochs: int | None = None,
 ) -> ImplicitResult:
     """Algorithm 1 for a deep model with structure hyperparameters (:func:`hyper_parameters`).
 
@@ -371,6 +375,7 @@ def fit_implicit(
         model, gradient=hyper_step, params=hparams, optimizer="adam", lr=outer_lr, epochs=outer_steps,
         monitor="loss", improvement=1e-4, patience=patience, clip=clip, schedule="plateau",
         plateau_patience=plateau_patience, plateau_factor=0.5, warmup=warmup, hooks=hooks, desc="outer",
+        max_epochs=max_epochs,
     )
     result = outer.fit()
     labels = [m.labels() for m in model.modules() if isinstance(m, SoftAssignment)]
@@ -387,6 +392,7 @@ def fit_model_parameters(
     weight_decay: float = 0.0,
     patience: int = 200,
     eval_every: int = 10,
+    max_epochs: int | None = None,
 ) -> float:
     """Train only the model parameters (hyperparameters frozen) with Adam; early stopping on ``stop_loss``.
 
@@ -395,7 +401,7 @@ def fit_model_parameters(
     """
     result = Trainer(model, objective=loss, params=model_parameters(model), lr=lr, weight_decay=weight_decay,
                      epochs=steps, validate=stop_loss, validate_every=eval_every, patience=patience,
-                     desc="refit").fit()
+                     desc="refit", max_epochs=max_epochs).fit()
     if result.best_validation is not None:
         return result.best_validation
     with torch.no_grad():

@@ -77,11 +77,12 @@ def discover_linear_sharing(
     weight_decay: float = 0.0,
     seed: int = 0,
     refit: bool = True,
+    max_epochs: int | None = None,
 ) -> LinearSharingResult:
     """Algorithm 1 for linear maps, batched over B independent problems (arrays with a leading B axis, or single).
 
     Returns hardened labels over the flattened (K_out x K_in) weight and, with ``refit``, the tied least-squares
-    weights on T ∪ V (Algorithm 1, line 10).
+    weights on T ∪ V (Algorithm 1, line 10). ``max_epochs`` cuts the search's optimiser steps (a smoke run).
     """
     arrays = [np.asarray(a, dtype=np.float64) for a in (X_train, Y_train, X_val, Y_val)]
     single = arrays[0].ndim == 2
@@ -111,6 +112,7 @@ def discover_linear_sharing(
         iters=iters,
         restarts=restarts,
         seed=seed,
+        max_epochs=max_epochs,
     )
     labels = np.stack([canonical_labels(lab) for lab in res.labels])
     if refit:

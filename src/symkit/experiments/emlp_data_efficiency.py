@@ -110,7 +110,7 @@ def run(config: DataEfficiencyConfig) -> dict:
     Trainer(model, lambda out, target: (out - target).square().mean(), lr=config.lr, epochs=epochs,
             batch_size=config.batch_size, seed=config.seed, validate=val_mse,
             validate_every=10 * steps_per_epoch, desc=f"{config.model}/{config.dataset}/N={config.n_train}",
-            ).fit((x, y))
+            **runtime.trainer_settings()).fit((x, y))
     model.eval()
     with torch.no_grad():
         test_mse = float((model(x_test) - y_test).square().mean())

@@ -132,7 +132,8 @@ def _map_with_omega(cfg: LayerwiseConfig, model: nn.Module, x: torch.Tensor, y: 
     fit = Trainer(model, F.cross_entropy, penalty=lambda m: map_penalty(m, groups, log_prior_prec, len(x)),
                   optimizer=cfg.optimizer, lr=cfg.lr, schedule="cosine", lr_min=MarglikConfig.lr_min,
                   epochs=cfg.n_epochs, batch_size=cfg.batch_size, augment=augment,
-                  generator=torch.Generator().manual_seed(cfg.seed), accuracy=True, desc="MAP training").fit((x, y))
+                  generator=torch.Generator().manual_seed(cfg.seed), accuracy=True, desc="MAP training",
+                  **runtime.trainer_settings()).fit((x, y))
     res = MarglikResult(log_prior_prec, groups, None)
     res.epoch_seconds = [r["seconds"] for r in fit.history]
     return res
@@ -159,7 +160,7 @@ def fit_layerwise(cfg: LayerwiseConfig, model: nn.Module, x: torch.Tensor, y: to
                              batch_size=cfg.batch_size, mc_samples=mc_samples, optimizer=cfg.optimizer,
                              prior_prec_init=cfg.prior_prec_init, prior_structure=cfg.prior_structure,
                              seed=cfg.seed, marglik_batch_size=MARGLIK_BATCH, **marglik)
-        res = train_marglik(model, x, y, mcfg, augment=augment)
+        res = train_marglik(model, x, y, mcfg, augment=augment, **runtime.trainer_settings())
     seconds = time.perf_counter() - t0
     if res.laplace is None:  # MAP: fit the curvature once at the unit prior variances, no hyperparameter steps
         opt = torch.optim.SGD([res.log_prior_prec], lr=0.0)

@@ -194,7 +194,8 @@ def run(config: RotMNISTConfig) -> dict[str, Any]:
                                 config.mask_ratio).to(device)
         result = Trainer(mae, lambda losses, _: losses.mean(), optimizer="adamw", lr=config.pretrain_lr,
                          weight_decay=config.weight_decay, schedule="cosine", epochs=config.pretrain_epochs,
-                         batch_size=config.batch_size, generator=gen, desc="MAE pretraining").fit((xtr, ytr))
+                         batch_size=config.batch_size, generator=gen, desc="MAE pretraining",
+                         **runtime.trainer_settings()).fit((xtr, ytr))
         metrics["pretrain_loss_first"] = result.losses[0]
         metrics["pretrain_loss_last"] = result.losses[-1]
         metrics["pretrain_seconds"] = time.time() - t0
@@ -203,7 +204,7 @@ def run(config: RotMNISTConfig) -> dict[str, Any]:
     result = Trainer(vit, F.cross_entropy, optimizer="adamw", lr=config.lr, weight_decay=config.weight_decay,
                      schedule="plateau", plateau_factor=0.5, plateau_patience=config.plateau_epochs * steps_per_epoch,
                      epochs=config.finetune_epochs, batch_size=config.batch_size, generator=gen,
-                     desc="fine-tuning").fit((xtr, ytr))
+                     desc="fine-tuning", **runtime.trainer_settings()).fit((xtr, ytr))
     vit.eval()
     metrics["finetune_seconds"] = time.time() - t0
     metrics["finetune_loss_last"] = result.losses[-1]

@@ -141,7 +141,7 @@ def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: LEETrends
     result = Trainer(model, F.cross_entropy, lr=config.lr, epochs=config.epochs, batch_size=config.batch_size,
                      max_steps=config.max_steps if config.max_steps > 0 else None,
                      augment=shift if config.augment_pixels > 0 else None, generator=gen,
-                     desc=f"train {config.arch}").fit((x, y))
+                     desc=f"train {config.arch}", **runtime.trainer_settings()).fit((x, y))
     model.eval()
     return result.steps
 

@@ -253,7 +253,8 @@ def train_classifier(model: nn.Module, x: Tensor, y: Tensor, *, steps: int, reci
 
     epochs = math.ceil(steps * batch_size / max(len(x), 1)) + 1
     Trainer(model, F.cross_entropy, lr=lr, epochs=epochs, max_steps=steps, batch_size=batch_size,
-            augment=shift if recipe != "plain" else None, generator=gen, desc="train").fit(epoch_data)
+            augment=shift if recipe != "plain" else None, generator=gen, desc="train",
+            **runtime.trainer_settings()).fit(epoch_data)
     return model.eval()
 
 

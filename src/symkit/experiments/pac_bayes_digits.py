@@ -159,7 +159,7 @@ def run(config: PacBayesDigitsConfig) -> dict:
     bits = hyperparameter_bits(config.grid_size)
     common = dict(levels=config.levels, quant_init=config.quant_init, quant_epochs=config.quant_epochs,
                   quant_lr=config.quant_lr, batch_size=config.batch_size, hyperparameter_bits=bits,
-                  delta=config.delta, seed=137 + config.seed)
+                  delta=config.delta, seed=137 + config.seed, **runtime.trainer_settings())
     if config.method == "subspace":
         lr = config.lr * math.sqrt(200 / max(config.intrinsic_dim, 1))
         report = compute_bound(model, train, test, intrinsic_dim=config.intrinsic_dim, projector=config.projector,
@@ -183,7 +183,7 @@ def _holdout(config: PacBayesDigitsConfig, model: torch.nn.Module, train: Data, 
         raise ValueError(f"prior_fraction {config.prior_fraction} leaves no points for the prior or the bound")
     prior, held = (train[0][m:], train[1][m:]), (train[0][:m], train[1][:m])
     Trainer(model, F.cross_entropy, lr=config.full_lr, epochs=config.epochs, batch_size=config.batch_size,
-            seed=137 + config.seed, min_batch=2, desc="holdout prior").fit(prior)
+            seed=137 + config.seed, min_batch=2, desc="holdout prior", **runtime.trainer_settings()).fit(prior)
     test_error = error_rate(model, test)
     return {"n": m, "num_params": sum(p.numel() for p in model.parameters()), "train_error": error_rate(model, prior),
             "quantized_train_error": error_rate(model, held), "test_error": test_error,

@@ -165,7 +165,7 @@ def train_dynamics(dynamics: nn.Module, chunks: PendulumChunks, *, epochs: int =
         return (pred - zb).square().mean()
 
     trainer = Trainer(dynamics, objective=objective, lr=lr, epochs=epochs * steps_per_epoch, seed=seed,
-                      penalty=penalty, hooks=hooks, desc=desc)
+                      penalty=penalty, hooks=hooks, desc=desc, **runtime.trainer_settings())
     return trainer.fit()
 
 

@@ -109,7 +109,7 @@ def run(config: AngleConfig) -> dict:
     n_params = sum(p.numel() for p in model.parameters())
     history = Trainer(model, torch.nn.functional.mse_loss, lr=config.lr, weight_decay=config.weight_decay,
                       schedule="cosine", epochs=config.epochs, batch_size=config.batch_size, min_batch=2,
-                      generator=gen, desc=f"angle/{config.base}").fit(epoch_data).losses
+                      generator=gen, desc=f"angle/{config.base}", **runtime.trainer_settings()).fit(epoch_data).losses
     pred = predict(model, test_x)[:, 0].cpu().double() * scale
     target = test_angle.cpu().double()
     err = pred - target

@@ -199,7 +199,7 @@ def run(config: ClassifyConfig) -> dict:
         t = time.time()
         history = Trainer(model, F.cross_entropy, lr=lr, weight_decay=config.weight_decay, schedule="cosine",
                           epochs=config.epochs, batch_size=config.batch_size, min_batch=2, generator=gen,
-                          desc=f"classify/{name}").fit(epoch_data).losses
+                          desc=f"classify/{name}", **runtime.trainer_settings()).fit(epoch_data).losses
         out[f"{name}_test_acc"] = _accuracy(model, test_x, test_y)
         out[f"{name}_train_loss"] = history[-1]
         out[f"{name}_params"] = int(sum(p.numel() for p in model.parameters()))

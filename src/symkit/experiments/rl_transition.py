@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from symkit import runtime
 from symkit.experiments.fields import Count, Positive, Seed
 from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 from symkit.nn import equivariant_fraction
@@ -92,7 +93,7 @@ def run(config: TransitionConfig) -> dict[str, Any]:
     start = time.perf_counter()
     result = train_transition_model(model, chunks, epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
                                     sigma_equivariant=config.sigma_equivariant, sigma_basic=config.sigma_basic,
-                                    seed=config.seed, desc=f"{p.name}/{config.model}")
+                                    seed=config.seed, desc=f"{p.name}/{config.model}", **runtime.trainer_settings())
     seconds = time.perf_counter() - start
     metrics = evaluate_transition_model(model, test, seed=config.seed)
     metrics.update(train_loss=result.losses[-1], first_loss=result.losses[0], train_seconds=seconds,

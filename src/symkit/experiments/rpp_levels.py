@@ -166,7 +166,8 @@ def _run_regression(config: Config, data: SymmetricTask, G, size: dict[str, int]
     model = Standardize(net, rep_in, rep_out, x_train, y_train).to(device)
     Trainer(model, lambda out, y: torch.mean((out - y) ** 2), penalty=_penalty(config), lr=config.lr,
             epochs=size["epochs"], batch_size=size["batch_size"], seed=config.seed,
-            desc=f"{config.model}/{config.dataset}/{config.setting}").fit((x_train, y_train))
+            desc=f"{config.model}/{config.dataset}/{config.setting}",
+            **runtime.trainer_settings()).fit((x_train, y_train))
     model.eval()
     with torch.no_grad():
         return {"test_mse": float(torch.mean((model(x_test) - y_test) ** 2)),

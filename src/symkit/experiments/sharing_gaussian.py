@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from symkit import runtime
 from symkit.actions.partition import identity_partition, labels_to_assignment, partition_distance
 from symkit.datasets.sharing import gaussian_shared_means
 from symkit.discover.bilevel import brute_force_search, relaxed_closed_form
@@ -101,6 +102,7 @@ def run(cfg: GaussianSharingConfig) -> dict:
         iters=cfg.iters,
         restarts=cfg.restarts,
         seed=cfg.seed,
+        max_epochs=runtime.current().max_epochs,
     )
     out.update(summary("ours", res.labels))
     out["mse"], out["pd"] = out["mse_ours"], out["pd_ours"]  # the method's own columns, under the paper's names

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from symkit import runtime
 from symkit.actions.partition import partition_distance
 from symkit.datasets.sharing import cross_correlation
 from symkit.discover.groups import implied_group
@@ -52,6 +53,7 @@ def run(cfg: ShiftSharingConfig) -> dict:
     res = discover_linear_sharing(
         X[:, : cfg.n_train], Y[:, : cfg.n_train], X[:, cfg.n_train :], Y[:, cfg.n_train :],
         lr=cfg.lr, iters=cfg.iters, restarts=cfg.restarts, seed=cfg.seed,
+        max_epochs=runtime.current().max_epochs,
     )
 
     def test_mse(W: np.ndarray, t) -> float:

@@ -114,6 +114,7 @@ def fit_fixed(model: torch.nn.Module, cfg: SumSharingConfig, s: SumSplits, lr: f
     return fit_model_parameters(
         model, lambda m: l1(m, s, "trainval"), lambda m: l1(m, s, "hyper"),
         steps=cfg.refit_steps, lr=lr, patience=cfg.refit_patience,
+        max_epochs=runtime.current().max_epochs,
     )
 
 
@@ -133,11 +134,13 @@ def discover(cfg: SumSharingConfig, s: SumSplits) -> tuple[np.ndarray, list[dict
             model, lambda m: l1(m, s, "train"), lambda m: l1(m, s, "val"), penalty,
             inner_steps=cfg.inner_steps, outer_steps=cfg.outer_steps, inner_lr=cfg.inner_lr, outer_lr=cfg.outer_lr,
             method=cfg.hypergrad, neumann_iters=cfg.neumann_iters, patience=cfg.outer_patience,
+            max_epochs=runtime.current().max_epochs,
         )
         labels = harden_(model)[0]
         val = fit_model_parameters(
             model, lambda m: l1(m, s, "train"), lambda m: l1(m, s, "val"),
             steps=cfg.refit_steps, lr=1e-3, patience=cfg.refit_patience,
+            max_epochs=runtime.current().max_epochs,
         )
         records.append({"labels": labels, "val": val, "outer_steps": res.outer_steps,
                         "pd": partition_distance(labels, s.labels_gt)})
@@ -176,6 +179,7 @@ def run(cfg: SumSharingConfig) -> dict:
         fit_model_parameters(
             aug, lambda m: l1(m, s, "trainval") + m.regularizer(), lambda m: l1(m, s, "hyper"),
             steps=cfg.refit_steps, lr=1e-3, patience=cfg.refit_patience,
+            max_epochs=runtime.current().max_epochs,
         )
         out["mse_augerino"] = test_errors(aug, s)["mse"]
     return out

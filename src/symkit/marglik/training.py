@@ -117,8 +117,11 @@ def hyper_update(model: nn.Module, x_ml: torch.Tensor, y_ml: torch.Tensor, log_p
 def train_marglik(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: MarglikConfig,
                   x_ml: torch.Tensor | None = None, y_ml: torch.Tensor | None = None,
                   augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
-                  callback: Callable[[int, dict], None] | None = None) -> MarglikResult:
-    """Train ``model`` (classification) with online marginal-likelihood updates of per-group prior precisions."""
+                  callback: Callable[[int, dict], None] | None = None, *,
+                  precision: str = "32", max_epochs: int | None = None, max_batches: int | None = None
+                  ) -> MarglikResult:
+    """Train ``model`` (classification) with online marginal-likelihood updates of per-group prior precisions;
+    ``precision`` / ``max_epochs`` / ``max_batches`` go to :class:`symkit.train.Trainer` (a smoke run's limits)."""
     if not isinstance(config, MarglikConfig):
         raise TypeError(f"config must be a MarglikConfig, got {type(config).__name__}")
     if len(x) != len(y) or len(x) == 0:
@@ -169,7 +172,8 @@ def train_marglik(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: Ma
     Trainer(model, F.cross_entropy, penalty=lambda m: map_penalty(m, groups, log_prior_prec, n), params=theta,
             optimizer=config.optimizer, lr=config.lr, schedule="cosine", lr_min=config.lr_min,
             epochs=config.n_epochs, batch_size=config.batch_size, augment=augment, generator=gen, accuracy=True,
-            hooks=[marglik_hook], desc="marglik training").fit((x, y))
+            hooks=[marglik_hook], desc="marglik training",
+            precision=precision, max_epochs=max_epochs, max_batches=max_batches).fit((x, y))
     return result
 
 

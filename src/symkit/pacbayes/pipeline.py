@@ -148,9 +148,10 @@ class _Quantized(nn.Module):
 
 
 def _trainer(model: nn.Module, params: list[nn.Parameter], *, lr: float, epochs: int, batch_size: int, seed: int,
-             desc: str, schedule: str = "constant", clip: float | None = None) -> Trainer:
+             desc: str, schedule: str = "constant", clip: float | None = None,
+             limits: dict[str, Any] | None = None) -> Trainer:
     return Trainer(model, F.cross_entropy, params=params, lr=lr, epochs=epochs, batch_size=batch_size, seed=seed,
-                   min_batch=2, desc=desc, schedule=schedule, clip=clip)
+                   min_batch=2, desc=desc, schedule=schedule, clip=clip, **(limits or {}))
 
 
 def _finish(method: str, model_eval: Callable[[Tensor], Tensor] | nn.Module, *, train: Data, test: Data | None,
@@ -183,8 +184,11 @@ def compute_bound(model: nn.Module, train: Data, test: Data | None = None, *, in
                   lr: float = 1e-2, batch_size: int = 128, quant_epochs: int = 30, quant_lr: float = 1e-3,
                   hyperparameter_bits: float = 0.0, delta: float = 0.05, seed: int = 137,
                   theta0: Tensor | dict[str, Tensor] | None = None, coder: str = "arithmetic",
-                  schedule: str = "cosine", clip: float | None = 1.0) -> BoundReport:
-    """Algorithm 2 (module docstring) on ``model``; returns a :class:`BoundReport`.
+                  schedule: str = "cosine", clip: float | None = 1.0,
+                  precision: str = "32", max_epochs: int | None = None,
+                  max_batches: int | None = None) -> BoundReport:
+    """Algorithm 2 (module docstring) on ``model``; returns a :class:`BoundReport`. ``precision`` / ``max_epochs`` /
+    ``max_batches`` go to every :class:`symkit.train.Trainer` it runs (a smoke run's limits).
 
     ``model``'s current parameters are ``theta0`` unless ``theta0`` is given (transfer from a pretrained model:
     pass its parameters; the prior is then conditional on them). ``hyperparameter_bits`` is what the search that
@@ -196,12 +200,13 @@ def compute_bound(model: nn.Module, train: Data, test: Data | None = None, *, in
     t0 = time.perf_counter()
     if not isinstance(model, nn.Module):
         raise TypeError(f"compute_bound: model must be an nn.Module, got {type(model).__name__}")
+    limits = {"precision": precision, "max_epochs": max_epochs, "max_batches": max_batches}
     train = _check_data("train", train)
     test = None if test is None else _check_data("test", test)
     sub = SubspaceModel(model, intrinsic_dim, projector, seed=seed, theta0=theta0)
     if intrinsic_dim > 0:
         _trainer(sub, [sub.w], lr=lr, epochs=epochs, batch_size=batch_size, seed=seed,
-                 desc=f"subspace d={intrinsic_dim}", schedule=schedule, clip=clip).fit(train)
+                 desc=f"subspace d={intrinsic_dim}", schedule=schedule, clip=clip, limits=limits).fit(train)
     train_error = error_rate(sub, train)
     test_error = None if test is None else error_rate(sub, test)
     if intrinsic_dim == 0:  # theta0 itself: only the buffers and the hyperparameters to send
@@ -215,7 +220,7 @@ def compute_bound(model: nn.Module, train: Data, test: Data | None = None, *, in
     quantized = _Quantized(sub, quantizer)
     if quant_epochs > 0:
         _trainer(quantized, [sub.w, *quantizer.parameters()], lr=quant_lr, epochs=quant_epochs,
-                 batch_size=batch_size, seed=seed + 1, desc="quantise").fit(train)
+                 batch_size=batch_size, seed=seed + 1, desc="quantise", limits=limits).fit(train)
     sub.eval()  # the decoded classifier: running statistics, no updates
     codes = quantizer.codes(sub.w.detach())
     codebook = quantizer.codebook_fp16()
@@ -278,13 +283,16 @@ def pruning_bound(model: nn.Module, train: Data, test: Data | None = None, *, ke
                   epochs: int = 30, epochs_per_round: int = 10, lr: float = 1e-3, batch_size: int = 128,
                   levels: int = 7, quant_init: str = "uniform", quant_epochs: int = 30, quant_lr: float = 1e-3,
                   hyperparameter_bits: float = 0.0, delta: float = 0.05, seed: int = 137,
-                  coder: str = "arithmetic") -> BoundReport:
-    """The pruning baseline of Table A.18: train ``model`` fully, then over ``rounds`` rounds remove the smallest
+                  coder: str = "arithmetic", precision: str = "32", max_epochs: int | None = None,
+                  max_batches: int | None = None) -> BoundReport:
+    """The pruning baseline of Table A.18 (``precision`` / ``max_epochs`` / ``max_batches`` as in
+    :func:`compute_bound`): train ``model`` fully, then over ``rounds`` rounds remove the smallest
     weights (global magnitude, Han et al. 2016) down to the fraction ``keep`` of all trained numbers, retraining
     ``epochs_per_round`` after each round; quantise the kept weights with a learned codebook (QAT) and code them,
     their positions (each tensor's 0/1 mask, arithmetic-coded) and the codebook. Biases and normalisation
     parameters count as weights. ``model`` ends holding the decoded weights."""
     t0 = time.perf_counter()
+    limits = {"precision": precision, "max_epochs": max_epochs, "max_batches": max_batches}
     train = _check_data("train", train)
     test = None if test is None else _check_data("test", test)
     if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0.0 < keep <= 1.0:
@@ -294,7 +302,7 @@ def pruning_bound(model: nn.Module, train: Data, test: Data | None = None, *, ke
         raise ValueError("pruning_bound: the model has no trainable parameters")
     names = [n for n, _ in named]
     _trainer(model, [p for _, p in named], lr=lr, epochs=epochs, batch_size=batch_size, seed=seed,
-             desc="full").fit(train)
+             desc="full", limits=limits).fit(train)
     train_error = error_rate(model, train)
     test_error = None if test is None else error_rate(model, test)
     sizes = [p.numel() for _, p in named]
@@ -310,7 +318,7 @@ def pruning_bound(model: nn.Module, train: Data, test: Data | None = None, *, ke
         pruned = _Masked(model, names, masks, torch.cat([p.detach()[m] for (_, p), m in zip(named, masks)]))
         if epochs_per_round:
             _trainer(pruned, [pruned.values], lr=lr, epochs=epochs_per_round, batch_size=batch_size, seed=seed + r,
-                     desc=f"prune {r}/{rounds}").fit(train)
+                     desc=f"prune {r}/{rounds}", limits=limits).fit(train)
         pruned.write_back()
     kept = torch.cat([p.detach()[m] for (_, p), m in zip(named, masks)])
     quantizer = Quantizer(levels).to(device=kept.device, dtype=kept.dtype)
@@ -318,7 +326,7 @@ def pruning_bound(model: nn.Module, train: Data, test: Data | None = None, *, ke
     qat = _Masked(model, names, masks, kept.clone(), transform=quantizer)
     if quant_epochs > 0:
         _trainer(qat, [qat.values, *quantizer.parameters()], lr=quant_lr, epochs=quant_epochs,
-                 batch_size=batch_size, seed=seed + rounds + 1, desc="quantise").fit(train)
+                 batch_size=batch_size, seed=seed + rounds + 1, desc="quantise", limits=limits).fit(train)
     codes = quantizer.codes(qat.values.detach())
     _Masked(model, names, masks, quantizer.codebook_fp16().to(kept.dtype)[codes]).write_back()
     buffers = _buffers_fp16_(model)

@@ -236,10 +236,13 @@ class _Rollout(nn.Module):
 
 def train_transition_model(model: TransitionModel, chunks: Rollouts, *, epochs: int = 500, lr: float = 1e-3,
                            batch_size: int = 256, sigma_equivariant: float = 1e3, sigma_basic: float = math.sqrt(3),
-                           clip: float | None = 1.0, seed: int = 0, desc: str = "transition") -> TrainResult:
+                           clip: float | None = 1.0, seed: int = 0, desc: str = "transition",
+                           precision: str = "32", max_epochs: int | None = None, max_batches: int | None = None
+                           ) -> TrainResult:
     """Minimise the l1 norm of the chunks' rollout error (thesis Sec. 3.6.2), in standardised state units, with
     Adam at ``lr`` on a cosine schedule; an RPP-EMLP adds its prior (``rpp_penalty`` with the two standard
-    deviations, divided by the number of numbers the loss averages over). Returns the Trainer's record."""
+    deviations, divided by the number of numbers the loss averages over). Returns the Trainer's record;
+    ``precision`` / ``max_epochs`` / ``max_batches`` go to :class:`symkit.train.Trainer`."""
     dtype = model.mean_x.dtype
     n, horizon = chunks.episodes, chunks.steps
     ds = model.preset.state_size
@@ -258,7 +261,8 @@ def train_transition_model(model: TransitionModel, chunks: Rollouts, *, epochs: 
             return rpp_penalty(model.net, sigma_equivariant, sigma_basic) / count
 
     trainer = Trainer(_Rollout(model, horizon), loss, penalty=penalty, lr=lr, epochs=epochs, batch_size=batch_size,
-                      schedule="cosine", seed=seed, desc=desc, clip=clip)
+                      schedule="cosine", seed=seed, desc=desc, clip=clip,
+                      precision=precision, max_epochs=max_epochs, max_batches=max_batches)
     return trainer.fit((packed, target))
 
 

@@ -20,6 +20,10 @@ after the last); it drives early stopping (``patience`` in steps) and the best p
 the ones that gave the best loss: the outer loop of a bilevel solver, whose loss is the validation objective once
 the inner problem is solved. A value counts as better below ``best / (1 + improvement)``.
 
+A smoke run's limits and the precision are arguments like any other: ``max_epochs`` / ``max_batches`` cut the
+epochs and each epoch's batches (None: no limit), ``precision="bf16"`` runs the forward pass under a bfloat16
+autocast. (``symkit reproduce --smoke`` / ``--precision`` reach a Trainer only through these arguments.)
+
 ``checkpoint=path`` saves the model, optimiser, schedule, generator and history after every epoch (atomically) and
 ``fit`` resumes from it, so an interrupted run loses at most one epoch and a resumed run gives the same numbers as an
 uninterrupted one. While it trains, ``fit`` holds ``<checkpoint>.lock`` (:func:`symkit._locks.exclusive_file`): a
@@ -29,18 +33,19 @@ turn with the first, each resuming the other's epochs as its own.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 from torch import nn
 
-from symkit import runtime
 from symkit._checks import check_int, check_number
 from symkit._locks import exclusive_file
 from symkit.progress import progress_bar
@@ -50,6 +55,15 @@ __all__ = ["Hook", "TrainResult", "Trainer", "fused_options", "predict"]
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 SCHEDULES = ("constant", "cosine", "plateau")
 MONITORS = ("validation", "loss")
+#: float32, or a bfloat16 autocast forward pass (no loss scaling needed, unlike float16, which is not offered)
+PRECISIONS = ("32", "bf16")
+
+
+def _autocast(precision: str, device_type: str) -> contextlib.AbstractContextManager:
+    """``torch.autocast`` to bfloat16 for the forward pass at ``precision="bf16"``; a no-op context at ``"32"``."""
+    if precision == "32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device_type, dtype=torch.bfloat16)
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -131,6 +145,9 @@ class Trainer:
         plateau_patience: int = 10,
         plateau_factor: float = 0.5,
         warmup: int = 0,
+        precision: str = "32",
+        max_epochs: int | None = None,
+        max_batches: int | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"Trainer: model must be an nn.Module, got {type(model).__name__}")
@@ -159,6 +176,11 @@ class Trainer:
         self.optimizer_name, self.lr, self.weight_decay, self.momentum = optimizer, float(lr), weight_decay, momentum
         self.schedule, self.lr_min = schedule, lr_min
         self.epochs = check_int("Trainer: epochs", epochs, 1)
+        if precision not in PRECISIONS:
+            raise ValueError(f"Trainer: precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        self.precision = precision
+        self.max_epochs = None if max_epochs is None else check_int("Trainer: max_epochs", max_epochs, 1)
+        self.max_batches = None if max_batches is None else check_int("Trainer: max_batches", max_batches, 1)
         self.max_steps = None if max_steps is None else check_int("Trainer: max_steps", max_steps, 1)
         self.batch_size = None if batch_size is None else check_int("Trainer: batch_size", batch_size, 1)
         self.min_batch = check_int("Trainer: min_batch", min_batch, 1)
@@ -237,7 +259,7 @@ class Trainer:
         result = TrainResult()
         self._best_state, self._wait = None, 0
         start_epoch = self._resume(result)
-        epochs = runtime.epochs(self.epochs)  # a smoke run (symkit.runtime) trains its first epoch(s) only
+        epochs = self.epochs if self.max_epochs is None else min(self.epochs, self.max_epochs)  # a smoke run's limit
         total = epochs * steps_per_epoch if self.max_steps is None else min(self.max_steps, epochs * steps_per_epoch)
         bar = progress_bar(desc=self.desc, total=total, initial=min(result.steps, total))
         self.stop = False
@@ -255,7 +277,7 @@ class Trainer:
                 n_seen = 0
             loss_sum, correct = 0.0, 0
             t0 = time.perf_counter()
-            for batch in runtime.limit_batches(batches):
+            for batch in islice(batches, self.max_batches):
                 if result.steps >= total:
                     break
                 loss, out, count = self._step(batch, result)
@@ -333,7 +355,7 @@ class Trainer:
             xb, yb = self._to_model(batch)
             if self.augment is not None:
                 xb = self.augment(xb, self.generator)
-            with runtime.autocast(xb.device.type):  # bfloat16 forward at --precision bf16 (symkit.runtime)
+            with _autocast(self.precision, xb.device.type):  # bfloat16 forward at precision="bf16"
                 out = self.model(xb)
                 loss = self.loss_fn(out, yb)
             count = len(xb)

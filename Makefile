@@ -14,7 +14,7 @@ $(BIN)/python:
 # torch first, pinned to the CPU build, so nothing pulls a CUDA build; then the package with its extras.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e ".[dev,ray,experiments,rl]" $(TORCH)
+	$(BIN)/pip install -q -e ".[dev,ray,lab,rl]" $(TORCH)
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -33,7 +33,7 @@ def check_number(what: str, value: Any, minimum: float = 0.0, *, above: bool = F
 
 
 def require(module: str, what: str) -> Any:
-    """Import ``module`` (matplotlib, scikit-learn: the ``experiments`` extra), or raise an ImportError that says
+    """Import ``module`` (matplotlib, scikit-learn: the ``lab`` extra), or raise an ImportError that says
     what needs it and how to install it."""
     import importlib
 
@@ -42,6 +42,6 @@ def require(module: str, what: str) -> Any:
     except ImportError as exc:
         package = {"sklearn": "scikit-learn"}.get(module.split(".")[0], module.split(".")[0])
         raise ImportError(
-            f"{what} needs {package}, which is not installed; install the experiments extra: "
-            f"pip install 'symkit[experiments]'"
+            f"{what} needs {package}, which is not installed; install the lab extra: "
+            f"pip install 'symkit[lab]'"
         ) from exc

@@ -1,5 +1,5 @@
 """``python -m symkit.cli``: the ``symkit`` command."""
 
-from symkit.cli.main import app
+from symkit.cli import main
 
-app(prog_name="symkit")
+main()

@@ -45,7 +45,7 @@ def load_image(path: str | os.PathLike, size: int = 224) -> np.ndarray:
     try:
         from PIL import Image, UnidentifiedImageError
     except ImportError:
-        raise ImportError("reading image folders needs Pillow: pip install 'symkit[experiments]'") from None
+        raise ImportError("reading image folders needs Pillow: pip install 'symkit[lab]'") from None
 
     try:
         with Image.open(path) as img:

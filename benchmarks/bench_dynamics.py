@@ -26,19 +26,8 @@ import time
 import torch
 
 import benchcommon as bc
-from symkit.dynamics import (
-    CyclicTranslations1D,
-    CyclicTranslations2D,
-    LayerSpec,
-    Permutations,
-    Rotations90,
-    TranslationsRotations,
-    basis_projection,
-    fft_projection_1d,
-    fft_projection_2d,
-    group_average,
-    project,
-)
+from symkit.actions import CyclicTranslations1D, CyclicTranslations2D, Permutations, Rotations90, TranslationsRotations
+from symkit.dynamics import LayerSpec, basis_projection, fft_projection_1d, fft_projection_2d, group_average, project
 
 
 def _time(fn, repeats: int, device: torch.device) -> float:

@@ -5,22 +5,16 @@ import itertools
 import pytest
 import torch
 
-from symkit.dynamics import (
+from symkit.actions import (
     CyclicTranslations1D,
     CyclicTranslations2D,
-    LayerSpec,
     Permutations,
-    ProjectNet,
     Rotations90,
     TranslationsRotations,
     act,
-    flat_params,
     lift,
-    lift_bilinear,
-    project,
-    project_bilinear,
-    project_flat,
 )
+from symkit.dynamics import LayerSpec, ProjectNet, flat_params, lift_bilinear, project, project_bilinear, project_flat
 
 ACTIONS = [CyclicTranslations2D(3), CyclicTranslations1D(4, 0), Rotations90(4), TranslationsRotations(3),
            Permutations(4, "matrix"), Permutations(4, "vector")]

@@ -9,9 +9,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symkit.actions import CyclicTranslations2D, ImageFlow, Permutations, Rotations90, get_transform, pixels_per_unit
+from symkit.actions import (
+    CyclicTranslations2D,
+    ImageFlow,
+    Permutations,
+    Rotations90,
+    get_transform,
+    lift,
+    pixels_per_unit,
+)
 from symkit.actions.derivatives import generator
-from symkit.dynamics import LayerSpec, dim_E, lift, project
+from symkit.dynamics import LayerSpec, dim_E, project
 from symkit.measure import lee_table, lie_derivative
 from symkit.nn.powernet import PowerLayer, bases_for, grid_shift
 from symkit.reps import V

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from symkit import runtime
-from symkit.dynamics import LayerSpec, ProjectNet, Rotations90, full_batch_gradient
+from symkit.actions import Rotations90
+from symkit.dynamics import LayerSpec, ProjectNet, full_batch_gradient
 from symkit.experiments import get_experiment
 from symkit.experiments.dynamics_drift import PAPER_GRAPHS, _task
 

@@ -6,15 +6,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symkit.dynamics import (
+from symkit.actions import (
     CyclicTranslations1D,
     CyclicTranslations2D,
     GroupAction,
-    LayerSpec,
     Permutations,
     Rotations90,
     TranslationsRotations,
     act,
+    lift,
+)
+from symkit.dynamics import (
+    LayerSpec,
     basis_projection,
     c4_projection,
     dim_E,
@@ -23,7 +26,6 @@ from symkit.dynamics import (
     fft_projection_1d,
     fft_projection_2d,
     group_average,
-    lift,
     pattern_projection,
     project,
     project_vector,

@@ -6,22 +6,24 @@ import scipy.linalg as sl
 import torch
 from scipy import ndimage
 
-from symkit.nn.powernet import (
+from symkit.actions import (
     GENERATOR_NAMES,
-    DenseBase,
-    PermutationBase,
     affine_generator,
     coordinates,
-    cyclic_shift,
     derivative_2d,
-    expm_base,
     generator,
+    sw_derivative,
+    sw_kernel,
+)
+from symkit.nn.powernet import (
+    DenseBase,
+    PermutationBase,
+    cyclic_shift,
+    expm_base,
     grid_shift,
     make_base,
     rot90_permutation,
-    sw_derivative,
     sw_derivative_paper,
-    sw_kernel,
     sw_shift,
 )
 

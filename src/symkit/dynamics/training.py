@@ -32,7 +32,8 @@ from symkit.actions.grid import Element, act
 from symkit.dynamics.model import ProjectNet
 from symkit.train import Trainer
 
-__all__ = ["MODES", "LOSSES", "full_batch_gradient", "train", "Trajectory", "distances", "equivariance_error"]
+__all__ = ["MODES", "LOSSES", "full_batch_gradient", "train", "Trajectory", "distances",
+           "projectnet_equivariance_error"]
 
 MODES = ("nominal", "augmented", "equivariant")
 
@@ -231,7 +232,8 @@ def train(
     return Trajectory(mode, np.array(travelled), np.array(to_e), losses, head)
 
 
-def equivariance_error(model: ProjectNet, X: torch.Tensor, elements: Iterable[Element] | None = None) -> float:
+def projectnet_equivariance_error(model: ProjectNet, X: torch.Tensor,
+                                  elements: Iterable[Element] | None = None) -> float:
     """max over samples and g of ||Phi(rho_X(g) x) - rho_Y(g) Phi(x)|| / max ||Phi(x)|| (functional error)."""
     elements = list(model.action_in.elements()) if elements is None else list(elements)
     with torch.no_grad():

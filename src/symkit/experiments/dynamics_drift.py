@@ -82,14 +82,14 @@ def validate(cfg: DriftConfig) -> None:
 
 def _task(cfg: DriftConfig):
     """(specs, norm_after, loss, X, Y) for the configured group."""
-    from symkit.dynamics import (
+    from symkit.actions import (
         CyclicTranslations1D,
         CyclicTranslations2D,
-        LayerSpec,
         Permutations,
         Rotations90,
         TranslationsRotations,
     )
+    from symkit.dynamics import LayerSpec
 
     c, h = cfg.channels, cfg.head
     gen = torch.Generator().manual_seed(cfg.seed)

@@ -8,23 +8,16 @@ but the layer is only quasi-equivariant. See ``docs/powernet.md``.
 
 from symkit.nn.powernet.bases import (
     BASE_NAMES,
-    GENERATOR_NAMES,
     Base,
     DenseBase,
     PermutationBase,
-    affine_generator,
     bases_for,
-    coordinates,
     cyclic_shift,
-    derivative_2d,
     expm_base,
-    generator,
     grid_shift,
     make_base,
     rot90_permutation,
-    sw_derivative,
     sw_derivative_paper,
-    sw_kernel,
     sw_shift,
 )
 from symkit.nn.powernet.layer import PowerLayer, power_set
@@ -32,7 +25,6 @@ from symkit.nn.powernet.net import ConvNet, PowerBlock, PowerNet
 
 __all__ = [
     "BASE_NAMES",
-    "GENERATOR_NAMES",
     "Base",
     "ConvNet",
     "DenseBase",
@@ -40,19 +32,13 @@ __all__ = [
     "PowerBlock",
     "PowerLayer",
     "PowerNet",
-    "affine_generator",
     "bases_for",
-    "coordinates",
     "cyclic_shift",
-    "derivative_2d",
     "expm_base",
-    "generator",
     "grid_shift",
     "make_base",
     "power_set",
     "rot90_permutation",
-    "sw_derivative",
     "sw_derivative_paper",
-    "sw_kernel",
     "sw_shift",
 ]

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from symkit.datasets.quadrant_digits import quadrant_digits
-from symkit.marglik import KronLaplace, fit_kfac, map_penalty, omega_gradient, omega_parameters, prior_groups
+from symkit.marglik import KroneckerLaplace, fit_kfac, map_penalty, omega_gradient, omega_parameters, prior_groups
 from symkit.nn.relaxed import RelaxedCNN, paper_spec
 
 
@@ -104,7 +104,7 @@ def _bench(layer_type, args, xtr, ytr):
             hopt.step()
 
     def hyper(mc=None):
-        lap = KronLaplace(model, fit_kfac(model, _batches(xtr, ytr, 150), mc_samples=mc), groups)
+        lap = KroneckerLaplace(model, fit_kfac(model, _batches(xtr, ytr, 150), mc_samples=mc), groups)
         steps(lap)
         return lap
 

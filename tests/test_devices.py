@@ -10,7 +10,7 @@ from symkit.actions import CyclicTranslations2D, Rotations90
 from symkit.dynamics import LayerSpec, project
 from symkit.groups import SO
 from symkit.marglik.kfac import fit_kfac
-from symkit.marglik.laplace import KronLaplace, prior_groups
+from symkit.marglik.laplace import KroneckerLaplace, prior_groups
 from symkit.measure import lie_derivative
 from symkit.measure.layerwise import layerwise_lie_derivative
 from symkit.measure.matrix import sampled_equivariance_error
@@ -48,7 +48,7 @@ def test_kfac_marginal_likelihood_follows_the_model(device):
     y = torch.randint(3, (6,), device=device)
     curv = fit_kfac(model, [(x, y)], mc_samples=2, seed=0)
     groups = prior_groups(model, curv, "tensor")
-    lap = KronLaplace(model, curv, groups)
+    lap = KroneckerLaplace(model, curv, groups)
     log_prec = torch.zeros(len(groups), dtype=torch.float64, device=device)
     value = lap.neg_log_marglik(log_prec)
     assert value.device == x.device and torch.isfinite(value)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from symkit.marglik import KronLaplace, exact_ggn, fit_kfac, hyper_update_epochs, path_diagnostics, prior_groups
+from symkit.marglik import KroneckerLaplace, exact_ggn, fit_kfac, hyper_update_epochs, path_diagnostics, prior_groups
 from symkit.nn.relaxed import FactoredFC2d, KLinear, RelaxedCNN, SparseFC2d, SpatialFC2d
 
 
@@ -77,7 +77,7 @@ def _fitted(seed=0, structure="tensor"):
     y = torch.randint(0, 3, (6,))
     curv = fit_kfac(model, [(x[:3], y[:3]), (x[3:], y[3:])])
     groups = prior_groups(model, curv, structure)
-    return model, curv, groups, KronLaplace(model, curv, groups)
+    return model, curv, groups, KroneckerLaplace(model, curv, groups)
 
 
 def test_marglik_matches_dense_formula_and_its_gradient():
@@ -213,7 +213,7 @@ def test_factored_path_scale_symmetry_leaves_marglik_unchanged():
     y = torch.randint(0, 3, (6,))
     curv2 = fit_kfac(model, [(x[:3], y[:3]), (x[3:], y[3:])])
     torch.testing.assert_close(curv2.nll, curv.nll, rtol=1e-12, atol=1e-12)  # same function, same data
-    after = KronLaplace(model, curv2, prior_groups(model, curv2, "tensor")).neg_log_marglik(shifted)
+    after = KroneckerLaplace(model, curv2, prior_groups(model, curv2, "tensor")).neg_log_marglik(shifted)
     torch.testing.assert_close(after, before, rtol=1e-10, atol=1e-10)
     assert abs(float(lap.neg_log_marglik(shifted) - before)) > 1e-3  # the shift alone does change it
 
@@ -250,16 +250,16 @@ def test_a_circular_nn_conv2d_has_the_curvature_of_the_relaxed_conv():
 
 
 def test_the_marginal_likelihood_of_a_plain_torch_model_reads_like_laplace_torch():
-    from symkit.marglik import Laplace
+    from symkit.marglik import LaplaceApproximation
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(2 * 16, 3)).double()
     x = torch.randn(12, 1, 4, 4, dtype=torch.float64)
     y = torch.randint(3, (12,))
-    la = Laplace(model, "classification").fit([(x[:6], y[:6]), (x[6:], y[6:])])
+    la = LaplaceApproximation(model, "classification").fit([(x[:6], y[:6]), (x[6:], y[6:])])
     assert [g.name for g in la.groups] == ["0.weight", "0.bias", "3.weight", "3.bias"]
     value = la.log_marginal_likelihood(1.0)
-    direct = KronLaplace(model, fit_kfac(model, [(x, y)]), prior_groups(model, None, "tensor"))
+    direct = KroneckerLaplace(model, fit_kfac(model, [(x, y)]), prior_groups(model, None, "tensor"))
     torch.testing.assert_close(value, direct.log_marginal_likelihood(torch.zeros(4, dtype=torch.float64)))
     best = la.optimize_prior_precision(steps=200, lr=0.1)
     assert best.shape == (4,) and bool((best > 0).all())
@@ -267,7 +267,7 @@ def test_the_marginal_likelihood_of_a_plain_torch_model_reads_like_laplace_torch
     with pytest.raises(ValueError, match="one per group"):
         la.log_marginal_likelihood(torch.ones(3))
     with pytest.raises(RuntimeError, match="call fit"):
-        Laplace(model).log_marginal_likelihood(1.0)
+        LaplaceApproximation(model).log_marginal_likelihood(1.0)
     with pytest.raises(ValueError, match="finite and positive"):
         la.log_marginal_likelihood(torch.tensor([1.0, 0.0, 1.0, 1.0]))
     with pytest.raises(ValueError, match="positive"):

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from symkit.marglik import KronLaplace, MarglikConfig, fit_kfac, prior_groups, train_marglik
+from symkit.marglik import KroneckerLaplace, MarglikConfig, fit_kfac, prior_groups, train_marglik
 from symkit.marglik.omega import omega_gradient, omega_parameters
 from symkit.nn.relaxed import KLinear, RelaxedCNN, SparseConv2d, SparseFC2d
 
@@ -41,7 +41,7 @@ def _setup(kind):
 
 def _marglik(model, batches, groups, log_delta, mc_samples):
     curv = fit_kfac(model, batches, mc_samples=mc_samples, seed=3)
-    return float(KronLaplace(model, curv, groups).neg_log_marglik(log_delta))
+    return float(KroneckerLaplace(model, curv, groups).neg_log_marglik(log_delta))
 
 
 @pytest.mark.parametrize("kind,mc_samples", [("fc", None), ("conv", None), ("fc", 2)])
@@ -54,7 +54,7 @@ def test_omega_gradient_matches_central_differences(kind, mc_samples):
     og = omega_gradient(model, batches, groups, log_delta, mc_samples=mc_samples, seed=3)
     assert og.value == pytest.approx(_marglik(model, batches, groups, log_delta, mc_samples), rel=1e-12)
     curv = fit_kfac(model, batches, mc_samples=mc_samples, seed=3, differentiable=True)
-    value = KronLaplace(model, curv, groups).neg_log_marglik(log_delta)
+    value = KroneckerLaplace(model, curv, groups).neg_log_marglik(log_delta)
     one_graph = torch.autograd.grad(value, list(omegas.values()))
     h = 1e-4
     for (name, p), g_graph in zip(omegas.items(), one_graph):
@@ -88,7 +88,7 @@ def test_omega_gradient_of_the_relaxed_sfc_sconv_network_matches_central_differe
         for step in (h, -2 * h, h):
             with torch.no_grad():
                 p += step
-            values.append(float(KronLaplace(model, fit_kfac(model, batches), groups).neg_log_marglik(log_delta)))
+            values.append(float(KroneckerLaplace(model, fit_kfac(model, batches), groups).neg_log_marglik(log_delta)))
         fd = (values[0] - values[1]) / (2 * h)
         if grid[name.rpartition(".")[0]] == 1:
             assert float(og.grads[name]) == 0.0 and fd == 0.0, name
@@ -143,7 +143,7 @@ def test_online_marglik_training_learns_omega_as_a_hyperparameter():
         assert (moved == 0.0) if grid[name.rpartition(".")[0]] == 1 else (0.01 < moved < 0.25), (name, moved)
     assert updates[-1]["log_omega"] == end
     # the stored Laplace approximation is that of the final (θ, ω): a fresh fit (seed: config seed + epoch) agrees
-    fresh = KronLaplace(m1, fit_kfac(m1, [(x, y)], mc_samples=2, seed=4), res.groups)
+    fresh = KroneckerLaplace(m1, fit_kfac(m1, [(x, y)], mc_samples=2, seed=4), res.groups)
     log_delta = res.log_prior_prec.detach()
     assert float(res.laplace.neg_log_marglik(log_delta)) == pytest.approx(float(fresh.neg_log_marglik(log_delta)),
                                                                          rel=1e-6)

@@ -7,7 +7,7 @@ import torch
 
 from symkit.marglik import MarglikConfig, accuracy, hyper_update_epochs, train_marglik
 from symkit.marglik.kfac import fit_kfac
-from symkit.marglik.laplace import KronLaplace, map_penalty, prior_groups
+from symkit.marglik.laplace import KroneckerLaplace, map_penalty, prior_groups
 from symkit.nn.relaxed import RelaxedCNN
 
 
@@ -82,7 +82,7 @@ def test_laplace_of_the_trained_model_matches_a_fresh_fit():
     model = _model()
     res = train_marglik(model, x, y, MarglikConfig(n_epochs=2, burnin=2, frequency=1, n_hypersteps=2,
                                                    batch_size=16, optimizer="sgd", lr=0.01, mc_samples=None))
-    fresh = KronLaplace(model, fit_kfac(model, [(x, y)]), res.groups)
+    fresh = KroneckerLaplace(model, fit_kfac(model, [(x, y)]), res.groups)
     v1 = float(res.laplace.neg_log_marglik(res.log_prior_prec.detach()))
     v2 = float(fresh.neg_log_marglik(res.log_prior_prec.detach()))
     assert v1 == pytest.approx(v2, rel=1e-6)  # the stored approximation is that of the final θ

@@ -1,9 +1,9 @@
 """symkit.marglik: Laplace marginal likelihood with Kronecker-factored GGN curvature (KFAC)."""
 
-from symkit.marglik.api import Laplace
+from symkit.marglik.api import LaplaceApproximation
 from symkit.marglik.kfac import BatchFactors, KronBlock, KronCurvature, batch_factors, exact_ggn, fit_kfac
 from symkit.marglik.laplace import (
-    KronLaplace,
+    KroneckerLaplace,
     PriorGroup,
     effective_layer_types,
     expand_prior_precision,
@@ -15,7 +15,8 @@ from symkit.marglik.omega import OmegaGradient, omega_gradient, omega_parameters
 from symkit.marglik.training import MarglikConfig, MarglikResult, accuracy, hyper_update_epochs, train_marglik
 
 __all__ = [
-    "BatchFactors", "KronBlock", "KronCurvature", "KronLaplace", "Laplace", "MarglikConfig", "MarglikResult",
+    "BatchFactors", "KronBlock", "KronCurvature", "KroneckerLaplace", "LaplaceApproximation", "MarglikConfig",
+    "MarglikResult",
     "OmegaGradient", "PriorGroup", "accuracy", "batch_factors", "effective_layer_types", "exact_ggn",
     "expand_prior_precision", "fit_kfac", "hyper_update_epochs", "map_penalty", "omega_gradient", "omega_parameters",
     "path_diagnostics", "prior_groups", "train_marglik",

@@ -1,5 +1,5 @@
 """The marginal likelihood of any model in three calls, as laplace-torch reads:
-``Laplace(model, "classification").fit(batches).log_marginal_likelihood(prior_prec)``.
+``LaplaceApproximation(model, "classification").fit(batches).log_marginal_likelihood(prior_prec)``.
 
 The model may be built from ``nn.Linear`` and ``nn.Conv2d`` (their curvature rules are forward hooks) and from the
 relaxed layers of ``symkit.nn.relaxed`` (which record themselves). The posterior is the Kronecker-factored Laplace
@@ -16,12 +16,12 @@ from torch import nn
 
 from symkit._checks import check_int
 from symkit.marglik.kfac import LIKELIHOODS, fit_kfac
-from symkit.marglik.laplace import KronLaplace, PriorGroup, prior_groups
+from symkit.marglik.laplace import KroneckerLaplace, PriorGroup, prior_groups
 
-__all__ = ["Laplace"]
+__all__ = ["LaplaceApproximation"]
 
 
-class Laplace:
+class LaplaceApproximation:
     """Kronecker-factored Laplace approximation of ``model`` at its current parameters.
 
     ``prior_structure``: ``"tensor"`` (a precision per parameter tensor), ``"path"`` (per relaxed path) or
@@ -31,27 +31,28 @@ class Laplace:
     def __init__(self, model: nn.Module, likelihood: str = "classification", *, sigma_noise: float = 1.0,
                  prior_structure: str = "tensor", mc_samples: int | None = None, seed: int = 0) -> None:
         if not isinstance(model, nn.Module):
-            raise TypeError(f"Laplace: model must be an nn.Module, got {type(model).__name__}")
+            raise TypeError(f"LaplaceApproximation: model must be an nn.Module, got {type(model).__name__}")
         if likelihood not in LIKELIHOODS:
-            raise ValueError(f"Laplace: likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
+            raise ValueError(f"LaplaceApproximation: likelihood must be one of {LIKELIHOODS}, got {likelihood!r}")
         self.model, self.likelihood, self.sigma_noise = model, likelihood, float(sigma_noise)
         self.prior_structure, self.mc_samples, self.seed = prior_structure, mc_samples, seed
-        self.laplace: KronLaplace | None = None
+        self.laplace: KroneckerLaplace | None = None
 
-    def fit(self, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> Laplace:
+    def fit(self, batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> LaplaceApproximation:
         """Fit the curvature on ``batches`` of ``(x, y)`` (a DataLoader or a list); returns ``self``."""
         curvature = fit_kfac(self.model, batches, likelihood=self.likelihood, sigma_noise=self.sigma_noise,
                              mc_samples=self.mc_samples, seed=self.seed)
-        self.laplace = KronLaplace(self.model, curvature, prior_groups(self.model, curvature, self.prior_structure))
+        groups = prior_groups(self.model, curvature, self.prior_structure)
+        self.laplace = KroneckerLaplace(self.model, curvature, groups)
         return self
 
     @property
     def groups(self) -> list[PriorGroup]:
         return self._fitted().groups
 
-    def _fitted(self) -> KronLaplace:
+    def _fitted(self) -> KroneckerLaplace:
         if self.laplace is None:
-            raise RuntimeError("Laplace: call fit(batches) first")
+            raise RuntimeError("LaplaceApproximation: call fit(batches) first")
         return self.laplace
 
     def _log_prec(self, prior_prec: float | torch.Tensor) -> torch.Tensor:
@@ -63,13 +64,14 @@ class Laplace:
             if p.numel() == 1:
                 p = p.reshape(1).expand(n)
             if p.shape != (n,):
-                raise ValueError(f"Laplace: prior_prec must be a scalar or have {n} entries (one per group), got "
-                                 f"shape {tuple(prior_prec.shape)}")
+                raise ValueError(f"LaplaceApproximation: prior_prec must be a scalar or have {n} entries (one per "
+                                 f"group), got shape {tuple(prior_prec.shape)}")
             if p.device.type != "meta" and not bool(torch.isfinite(p).all() and (p > 0).all()):
-                raise ValueError(f"Laplace: prior_prec must be finite and positive, got {prior_prec.tolist()}")
+                raise ValueError("LaplaceApproximation: prior_prec must be finite and positive, got "
+                                 f"{prior_prec.tolist()}")
             return p.log()
         if not (math.isfinite(float(prior_prec)) and prior_prec > 0):
-            raise ValueError(f"Laplace: prior_prec must be positive, got {prior_prec!r}")
+            raise ValueError(f"LaplaceApproximation: prior_prec must be positive, got {prior_prec!r}")
         return torch.full((n,), math.log(float(prior_prec)), dtype=torch.float64, device=device)
 
     def log_marginal_likelihood(self, prior_prec: float | torch.Tensor = 1.0) -> torch.Tensor:

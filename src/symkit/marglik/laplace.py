@@ -70,7 +70,7 @@ def prior_groups(model: nn.Module, curvature: KronCurvature | None = None, struc
     return [PriorGroup(k, tuple(v[0]), v[1], v[2], v[3]) for k, v in groups.items()]
 
 
-class KronLaplace:
+class KroneckerLaplace:
     """Laplace approximation with a KFAC-GGN and one isotropic prior precision per :class:`PriorGroup`."""
 
     def __init__(self, model: nn.Module, curvature: KronCurvature, groups: list[PriorGroup]) -> None:
@@ -156,7 +156,7 @@ def map_penalty(model: nn.Module, groups: list[PriorGroup], log_prior_prec: torc
     return 0.5 * (delta * sq).sum() / n_data
 
 
-def path_diagnostics(lap: KronLaplace, log_prior_prec: torch.Tensor) -> list[dict]:
+def path_diagnostics(lap: KroneckerLaplace, log_prior_prec: torch.Tensor) -> list[dict]:
     """Per relaxed layer and path: precision, |θ|², γ, γ/P (normalised) and relative effective parameters (D.2).
 
     ``precision`` is that of the path's largest tensor, ``precisions`` the ``(size, δ)`` of all its tensors.

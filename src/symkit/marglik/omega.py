@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from symkit.marglik.kfac import KronBlock, KronCurvature, batch_factors, fit_kfac
-from symkit.marglik.laplace import KronLaplace, PriorGroup
+from symkit.marglik.laplace import KroneckerLaplace, PriorGroup
 
 
 def omega_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
@@ -42,10 +42,10 @@ class OmegaGradient:
 
     value: float
     grads: dict[str, torch.Tensor]
-    laplace: KronLaplace
+    laplace: KroneckerLaplace
 
 
-def _factor_adjoints(model: nn.Module, lap: KronLaplace, log_prior_prec: torch.Tensor
+def _factor_adjoints(model: nn.Module, lap: KroneckerLaplace, log_prior_prec: torch.Tensor
                      ) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
     """Per weight (by id): the adjoints of the log-determinant term of ``L_η`` in the sum ``Σ a aᵀ`` behind ``A``
     and in ``G`` (shared with the bias block), through the eigenvalues of leaf copies of the factors."""
@@ -55,7 +55,7 @@ def _factor_adjoints(model: nn.Module, lap: KronLaplace, log_prior_prec: torch.T
         g = leaves.setdefault(id(b.G), b.G.detach().double().requires_grad_(True))
         a = None if b.A is None else b.A.detach().double().requires_grad_(True)
         blocks.append(KronBlock(b.name, b.param, g, a, rows=b.rows))
-    copy = KronLaplace(model, KronCurvature(blocks, lap.n_data, 0.0), lap.groups)
+    copy = KroneckerLaplace(model, KronCurvature(blocks, lap.n_data, 0.0), lap.groups)
     logdet = 0.5 * copy.log_det_posterior_precision(log_prior_prec.detach()) / lap.n_data
     weights = [b for b in blocks if b.A is not None]
     grads = torch.autograd.grad(logdet, [b.G for b in weights] + [b.A for b in weights], allow_unused=True)
@@ -79,7 +79,7 @@ def omega_gradient(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch
     if iter(batches) is batches:
         raise TypeError("omega_gradient: batches is read twice; give a list or a DataLoader, not an iterator")
     curv = fit_kfac(model, batches, likelihood, sigma_noise, mc_samples, seed)
-    lap = KronLaplace(model, curv, groups)
+    lap = KroneckerLaplace(model, curv, groups)
     value = float(lap.neg_log_marglik(log_prior_prec.detach()))
     omegas = omega_parameters(model)
     grads = {n: torch.zeros_like(p) for n, p in omegas.items()}

@@ -24,7 +24,7 @@ from torch import nn
 
 from symkit._checks import check_int
 from symkit.marglik.kfac import fit_kfac
-from symkit.marglik.laplace import KronLaplace, PriorGroup, map_penalty, prior_groups
+from symkit.marglik.laplace import KroneckerLaplace, PriorGroup, map_penalty, prior_groups
 from symkit.marglik.omega import omega_gradient, omega_parameters
 from symkit.train import Trainer
 
@@ -68,7 +68,7 @@ class MarglikResult:
     marginal likelihood and precisions), and the seconds of each epoch and hyperparameter update."""
     log_prior_prec: torch.Tensor
     groups: list[PriorGroup]
-    laplace: KronLaplace | None
+    laplace: KroneckerLaplace | None
     history: list[dict] = field(default_factory=list)
     epoch_seconds: list[float] = field(default_factory=list)
     hyper_seconds: list[float] = field(default_factory=list)
@@ -86,7 +86,7 @@ def _batches(x: torch.Tensor, y: torch.Tensor, size: int, gen: torch.Generator |
 def hyper_update(model: nn.Module, x_ml: torch.Tensor, y_ml: torch.Tensor, log_prior_prec: torch.Tensor,
                  groups: list[PriorGroup], opt_hyp: torch.optim.Optimizer, n_steps: int, batch_size: int,
                  mc_samples: int | None = None, seed: int = 0, opt_omega: torch.optim.Optimizer | None = None,
-                 omega_steps: int = 1) -> tuple[KronLaplace, float]:
+                 omega_steps: int = 1) -> tuple[KroneckerLaplace, float]:
     """One hyperparameter update: with ``opt_omega``, ``omega_steps`` steps on ``log ω`` (each at a fresh two-pass
     gradient, :func:`symkit.marglik.omega.omega_gradient`); then a KFAC fit on ``(x_ml, y_ml)`` and ``n_steps``
     optimiser steps on ``L_η`` in ``log δ``."""
@@ -101,7 +101,7 @@ def hyper_update(model: nn.Module, x_ml: torch.Tensor, y_ml: torch.Tensor, log_p
                 p.grad = og.grads[name].to(p.dtype)
             opt_omega.step()
     curv = fit_kfac(model, batches, mc_samples=mc_samples, seed=seed)
-    lap = KronLaplace(model, curv, groups)
+    lap = KroneckerLaplace(model, curv, groups)
     value = math.nan
     for _ in range(n_steps):
         opt_hyp.zero_grad()

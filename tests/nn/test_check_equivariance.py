@@ -156,3 +156,16 @@ def test_a_hardened_sharing_declares_the_group_its_partition_implies():
     cyclic, _ = HardSharedLinear(circulant_partition(5), 5, 5).declared_symmetry()
     sym, _ = HardSharedLinear(deepsets_partition(4), 4, 4).declared_symmetry()
     assert cyclic.order == 5 and sym.order == 24
+
+
+def test_rep_layers_are_checked_at_the_given_inputs():
+    """check_equivariance(inputs=x) on a rep layer calls it at x itself (first) and refuses inputs of another size."""
+    G = SO(3)
+    layer = EMLP(2 * V(G), V(G), G, ch=16, num_layers=1, dtype=torch.float64)
+    seen = []
+    layer.register_forward_pre_hook(lambda module, args: seen.append(args[0].clone()))
+    x = torch.randn(3, 6, dtype=torch.float64)
+    assert layer.check_equivariance(x) < 1e-13
+    assert torch.equal(seen[0], x)
+    with pytest.raises(ValueError, match=r"shape \(3, 99\), expected \(batch, 6\)"):
+        layer.check_equivariance(torch.randn(3, 99, dtype=torch.float64))

@@ -34,14 +34,15 @@ class Equivariant:
 
     def example_input(self, batch: int = 4, generator: torch.Generator | None = None) -> torch.Tensor:
         """A standard normal input of the layer's shape, on its device and in its dtype (layers acted on by grid
-        actions override this; rep layers draw their own inputs)."""
+        actions override this; rep layers are checked at 4 standard normal rows unless given ``inputs``)."""
         raise NotImplementedError(f"{type(self).__name__}: pass inputs= to check_equivariance")
 
     def check_equivariance(self, inputs: torch.Tensor | None = None, *, tol: float | None = None, n: int = 5,
                            seed: int = 0) -> float:
-        """Assert that the layer commutes with its declared symmetry (``err(g) <= tol * k(g)`` for the generators
-        and ``n`` sampled elements, :mod:`symkit.testing`); returns the largest relative error. ``tol`` defaults
-        to ``64 eps`` of the layer's dtype. Raises AssertionError above it or on any non-finite output."""
+        """Assert that the layer commutes with its declared symmetry at ``inputs`` (default: drawn with ``seed``):
+        ``err(g) <= tol * k(g)`` for every discrete generator and ``n`` sampled elements, and the derivative along
+        every Lie algebra generator (:mod:`symkit.testing`); returns the largest error. ``tol`` defaults to
+        ``64 eps`` of the layer's dtype. Raises AssertionError naming the worst check, or on any non-finite output."""
         rep_in, rep_out = self.declared_symmetry()
         if inputs is None and hasattr(rep_in, "act"):
             inputs = self.example_input(generator=torch.Generator().manual_seed(seed))

@@ -18,8 +18,6 @@ RUN_ELSEWHERE = {
     "docs/layerwise.md": "tests/experiments/test_docs_layerwise.py",  # a paper-scale epoch and update, ~25 s
     "docs/rl.md": "tests/rl/test_docs_rl.py",
 }
-#: Pages with examples that do not assert yet: being converted; remove each page once its blocks all assert.
-NOT_YET_ASSERTING = {"docs/core.md", "docs/emlp.md", "docs/cli.md", "docs/rl.md"}
 
 
 def _blocks(page: str) -> list[str]:
@@ -45,7 +43,7 @@ def test_examples_run(page, tmp_path, monkeypatch):
         exec(compile(code, f"{page}[{i}]", "exec"), {"__name__": "__docs__"})
 
 
-@pytest.mark.parametrize("page", sorted(set(_pages_with_examples()) - NOT_YET_ASSERTING))
+@pytest.mark.parametrize("page", sorted(_pages_with_examples()))
 def test_every_example_asserts(page):
     """A value in a comment (``# 15 91``) is only printed unless the block asserts it: every block has an assert."""
     silent = [f"{page}[{i}]" for i, code in enumerate(_blocks(page)) if not _asserts(code)]

@@ -26,6 +26,7 @@ from symkit.measure.layerwise import (
 from symkit.measure.lie import (
     LEEResult,
     act,
+    crop_border,
     lee,
     lee_table,
     lie_derivative,
@@ -33,6 +34,7 @@ from symkit.measure.lie import (
     reduce_lie,
     tensor_kind,
     with_scores,
+    zero_border,
 )
 from symkit.measure.matrix import (
     EquivarianceReport,
@@ -66,6 +68,7 @@ __all__ = [
     "TRANSFORM_NAMES",
     "act",
     "bilinear_sample",
+    "crop_border",
     "get_transform",
     "lee",
     "lee_table",
@@ -76,4 +79,5 @@ __all__ = [
     "tensor_kind",
     "translate_pixels",
     "with_scores",
+    "zero_border",
 ]

@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 
 from symkit.reps.core import Rep
-from symkit.reps.errors import _check_weight, element_scale, equivariance_error, nanmax, relative_error
+from symkit.reps.errors import _check_weight, element_scale, nanmax, relative_error
 
 __all__ = [
     "action_errors", "assert_equivariant", "assert_invariant_basis", "default_tolerance", "derivative_error",
-    "equivariance_error", "finite_difference_lie_derivative", "function_equivariance_error", "function_errors",
+    "finite_difference_lie_derivative", "function_equivariance_error", "function_errors",
 ]
 
 #: tolerance per unit of the element scale k(g), in units of the dtype's machine epsilon

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from symkit.measure import TRANSFORM_NAMES, bilinear_sample, get_transform, pixels_per_unit, translate_pixels
+from symkit.actions import TRANSFORM_NAMES, bilinear_sample, get_transform, pixels_per_unit, translate_pixels
 
 D = torch.float64
 

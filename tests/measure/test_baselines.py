@@ -4,15 +4,14 @@ import pytest
 import torch
 from torch import nn
 
+from symkit.actions import get_transform, translate_pixels
 from symkit.measure import (
     discrete_shift_consistency,
-    get_transform,
     lie_derivative,
     pi_consistency_loss,
     sample_equivariance_error,
     sample_rotation_error,
     sample_translation_error,
-    translate_pixels,
 )
 
 D = torch.float64

@@ -6,14 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from symkit.measure import (
-    SPATIAL_TRANSFORMS,
-    TRANSFORM_NAMES,
-    get_transform,
-    lee,
-    lie_derivative,
-    lie_derivative_penalty,
-)
+from symkit.actions import SPATIAL_TRANSFORMS, TRANSFORM_NAMES, get_transform
+from symkit.measure import lee, lie_derivative, lie_derivative_penalty
 from symkit.nn.vision import SmallCNN, ViT
 
 D = torch.float64

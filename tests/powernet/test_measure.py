@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from symkit.actions import get_transform
 from symkit.datasets.rotated_digits import centred_digits
 from symkit.groups import Group
-from symkit.measure import get_transform
 from symkit.nn.powernet import PowerLayer, make_base, rot90_permutation
 from symkit.reps import V, equivariance_error
 

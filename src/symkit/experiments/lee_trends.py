@@ -34,15 +34,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from symkit import runtime
+from symkit.actions import pixels_per_unit
 from symkit.experiments.fields import Count, CountOrZero, Fraction, NonNegative, Positive, Seed
 from symkit.experiments.registry import Experiment, Plot, register
-from symkit.measure import (
-    discrete_shift_consistency,
-    layerwise_lie_derivative,
-    lee,
-    pixels_per_unit,
-    sample_translation_error,
-)
+from symkit.measure import discrete_shift_consistency, layerwise_lie_derivative, lee, sample_translation_error
 from symkit.nn.vision import build_model
 from symkit.train import Trainer
 
@@ -132,7 +127,7 @@ def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: LEETrendsConfig, gen: torch.Generator) -> int:
-    from symkit.measure import translate_pixels
+    from symkit.actions import translate_pixels
 
     def shift(xb: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         d = ((2 * torch.rand(2, len(xb), generator=g) - 1) * config.augment_pixels).to(xb.device, xb.dtype)

@@ -1,14 +1,5 @@
 """symkit.measure: how equivariant is a model, where is it lost (thesis ch. 4)."""
 
-from symkit.actions.flows import (
-    SPATIAL_TRANSFORMS,
-    TRANSFORM_NAMES,
-    ImageFlow,
-    bilinear_sample,
-    get_transform,
-    pixels_per_unit,
-    translate_pixels,
-)
 from symkit.measure.aliasing import alias, fourier_translate, predicted_aliasing_error
 from symkit.measure.baselines import (
     SampleResult,
@@ -25,8 +16,8 @@ from symkit.measure.layerwise import (
 )
 from symkit.measure.lie import (
     LEEResult,
-    act,
     crop_border,
+    flow_act,
     lee,
     lee_table,
     lie_derivative,
@@ -63,21 +54,14 @@ __all__ = [
     "sample_translation_error",
     "sampled_equivariance_error",
     "LEEResult",
-    "ImageFlow",
-    "SPATIAL_TRANSFORMS",
-    "TRANSFORM_NAMES",
-    "act",
-    "bilinear_sample",
+    "flow_act",
     "crop_border",
-    "get_transform",
     "lee",
     "lee_table",
     "lie_derivative",
     "lie_derivative_penalty",
-    "pixels_per_unit",
     "reduce_lie",
     "tensor_kind",
-    "translate_pixels",
     "with_scores",
     "zero_border",
 ]

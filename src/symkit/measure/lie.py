@@ -69,7 +69,7 @@ def act_tokens(flow: ImageFlow, z: Tensor, t: Tensor) -> Tensor:
     return torch.cat([z[:, :extra], moved], dim=1) if extra else moved
 
 
-def act(flow: ImageFlow, z: Tensor, t: Tensor, kind: str) -> Tensor:
+def flow_act(flow: ImageFlow, z: Tensor, t: Tensor, kind: str) -> Tensor:
     """``rho(t) z`` for a tensor of the given kind (``"image"``, ``"tokens"`` or ``"invariant"``)."""
     if kind == "invariant":
         return z
@@ -111,7 +111,7 @@ def _output_action(flow: ImageFlow, output: OutputSpec) -> Callable[[Tensor, Ten
 
     def back(z: Tensor, t: Tensor) -> Tensor:
         kind = tensor_kind(z) if output == "auto" else output
-        return act(flow, z, -t, kind)
+        return flow_act(flow, z, -t, kind)
 
     return back
 

@@ -430,7 +430,7 @@ def _run_and_summarise(
 
 @app.command()
 def report(
-    name: Annotated[str, typer.Argument(help="Experiment name (see `symkit list`).")],
+    name: Annotated[str | None, typer.Argument(help="Experiment name (see `symkit list`); none with --docs.")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="md (markdown) or csv.")] = "md",
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Directory for the report file and plots (default runs/reports/NAME).", file_okay=False,
@@ -439,11 +439,33 @@ def report(
     seeds: Annotated[str | None, typer.Option(
         "--seeds", help="Only the runs of these seeds, e.g. '7-10' (a batch fixed in advance, read on its own).",
     )] = None,
+    docs: Annotated[bool, typer.Option(
+        "--docs", help="Rewrite every marked table in README.md and docs/*.md, and docs/reproductions.md, from the "
+                       "store's runs (import results/*.jsonl first).",
+    )] = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="With --docs: change nothing; print a diff and exit 1 when a generated table is stale.",
+    )] = False,
+    root: Annotated[Path, typer.Option(
+        "--root", help="With --docs: the folder holding README.md and docs/ (default: the current folder).",
+        file_okay=False,
+    )] = Path("."),
 ) -> None:
-    """Aggregate an experiment's stored runs over seeds: a table beside the paper's numbers, and its plots."""
+    """Aggregate an experiment's stored runs over seeds: a table beside the paper's numbers, and its plots. With
+    --docs, write the docs' generated tables and docs/reproductions.md from the stored runs instead."""
     from symkit.experiments.registry import get_experiment
 
     with _clear_errors():
+        if docs:
+            if name is not None or out is not None or seeds is not None or fmt != "md":
+                raise UsageError("--docs writes every generated table at once: give no experiment NAME, --out, "
+                                 "--seeds or --format with it")
+            _report_docs(store, root, check)
+            return
+        if check:
+            raise UsageError("--check goes with --docs (`symkit report --docs --check`)")
+        if name is None:
+            raise UsageError("missing experiment NAME (see `symkit list`), or --docs for the docs' tables")
         if fmt not in ("md", "csv"):
             raise UsageError(f"unknown report format {fmt!r}; valid formats: md, csv")
         exp = get_experiment(name)
@@ -456,6 +478,29 @@ def report(
         typer.echo(text, nl=False)
         for path in paths:
             typer.echo(f"wrote {path}", err=True)
+
+
+def _report_docs(store: Path | None, root: Path, check: bool) -> None:
+    """``symkit report --docs [--check]``: rewrite (or check) the generated tables and docs/reproductions.md."""
+    from symkit.runner.docs_tables import refresh_docs
+
+    if not root.is_dir():
+        raise UsageError(f"--root {str(root)!r} is not a folder; expected the one holding README.md and docs/")
+    db = _read_store(store)
+    changes = refresh_docs(root, db, check=check)
+    for change in changes:
+        where = change.path.relative_to(root) if change.path.is_relative_to(root) else change.path
+        if check:
+            typer.echo(change.diff(root), nl=False)
+            typer.echo(f"{where}: out of date ({', '.join(change.what)})", err=True)
+        else:
+            typer.echo(f"rewrote {where} ({', '.join(change.what)})", err=True)
+    if check and changes:
+        typer.echo(f"{count(len(changes), 'generated file')} out of date; `symkit import results/*.jsonl` into a "
+                   "store, then `symkit report --docs` rewrites them", err=True)
+        raise typer.Exit(1)
+    if not changes:
+        typer.echo("the generated tables and docs/reproductions.md are current", err=True)
 
 
 @app.command()

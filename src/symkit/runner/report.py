@@ -195,6 +195,11 @@ def _fmt(value: Any, stderr: float | None = None) -> str:
     return text.replace("|", "\\|")
 
 
+def format_value(value: Any, stderr: float | None = None) -> str:
+    """A value as the report's tables show it (``12.5 ± 0.31``, ``yes``, ``[1, 2]``), ``|`` escaped for markdown."""
+    return _fmt(value, stderr)
+
+
 def _metric_names(groups: Sequence[Group]) -> list[str]:
     names: dict[str, None] = {}
     for group in groups:

@@ -1,0 +1,214 @@
+"""The generated docs: every marked table in README.md and docs/*.md, and docs/reproductions.md, is what
+``symkit report --docs`` writes from the archives in results/ (imported into a temporary store); the markers, the
+status rule of the reproductions page and the command's options."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from symkit.cli.main import app
+from symkit.experiments import unreproduced
+from symkit.experiments.registry import Experiment, PaperValue
+from symkit.runner.docs_tables import find_blocks, parse_spec, refresh_docs, render_blocks
+from symkit.runner.reproductions import (
+    CONTRADICTS,
+    MISSING,
+    NEEDS,
+    ORDERING,
+    PAGE,
+    REPRODUCED,
+    Comparison,
+    build_reproductions,
+    builtin_experiments,
+    experiment_rows,
+)
+from symkit.runner.sweep import check_archived_run
+from symkit.store import Store
+from symkit.store.archive import import_archives
+
+ROOT = Path(__file__).resolve().parents[2]
+ARCHIVES = sorted((ROOT / "results").glob("*.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def archived(tmp_path_factory) -> Store:
+    """A store holding every run of every archive in results/."""
+    store = Store(tmp_path_factory.mktemp("archives") / "s.db")
+    import_archives(store, ARCHIVES, check=check_archived_run)
+    return store
+
+
+def _copy_docs(root: Path) -> Path:
+    """README.md and docs/*.md copied under ``root`` (the command's --root)."""
+    (root / "docs").mkdir(parents=True)
+    shutil.copy(ROOT / "README.md", root / "README.md")
+    for page in (ROOT / "docs").glob("*.md"):
+        shutil.copy(page, root / "docs" / page.name)
+    return root
+
+
+def test_every_generated_table_and_the_reproductions_page_are_what_the_archives_give(archived):
+    assert ARCHIVES, "no runs archive in results/"
+    blocks = {p.name: find_blocks(p.read_text(), p.name) for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]}
+    assert any(str(b.spec).startswith("rl-sac/") for b in blocks["rl.md"])  # the checked tables exist
+    stale = refresh_docs(ROOT, archived, check=True)
+    assert not stale, "generated docs out of date; `symkit import results/*.jsonl --store S && symkit report " \
+                      "--docs --store S` rewrites them:\n" + "".join(c.diff(ROOT) for c in stale)
+
+
+def test_a_stale_number_in_a_marked_table_is_found_and_rewritten(archived, tmp_path):
+    root = _copy_docs(tmp_path / "repo")
+    rl = root / "docs" / "rl.md"
+    good = rl.read_text()
+    planted = good.replace("| 772.3 ± 12.8 |", "| 792.3 ± 12.8 |", 1)  # Walker2d RPP's late return, in the summary
+    assert planted != good
+    rl.write_text(planted)
+    [change] = refresh_docs(root, archived, check=True)
+    assert change.path == rl and change.what == ("rl-sac/summary",)
+    assert "-| Walker2d" in change.diff(root) and "792.3" in change.diff(root)
+    assert rl.read_text() == planted  # --check writes nothing
+    refresh_docs(root, archived)
+    assert rl.read_text() == good and refresh_docs(root, archived, check=True) == []
+
+
+def test_the_command_checks_then_rewrites_the_docs(archived, tmp_path):
+    root = _copy_docs(tmp_path / "repo")
+    (root / PAGE).unlink()  # a missing page is stale too
+    runner = CliRunner()
+    args = ["report", "--docs", "--root", str(root), "--store", str(archived.path)]
+    checked = runner.invoke(app, [*args, "--check"], catch_exceptions=False)
+    assert checked.exit_code == 1 and "+# Reproductions" in checked.stdout
+    assert "docs/reproductions.md: out of date" in checked.stderr and not (root / PAGE).exists()
+    written = runner.invoke(app, args, catch_exceptions=False)
+    assert written.exit_code == 0 and (root / PAGE).read_text() == (ROOT / PAGE).read_text()
+    again = runner.invoke(app, [*args, "--check"], catch_exceptions=False)
+    assert again.exit_code == 0 and "current" in again.stderr
+    for bad in (["report"], ["report", "rl-sac", "--docs"], ["report", "rl-sac", "--check"]):
+        result = runner.invoke(app, [*bad, "--store", str(archived.path)], catch_exceptions=False)
+        assert result.exit_code == 2 and "--docs" in result.output
+
+
+def test_markers_are_read_with_their_options_and_bad_ones_are_named_by_line():
+    text = ("intro\n<!-- symkit:table rl-sac/comparisons seeds=7-10 -->\nold\n<!-- /symkit:table -->\n"
+            "```\n<!-- symkit:table rl-sac/summary -->\n```\n")  # the second marker is in a code block: text
+    [block] = find_blocks(text)
+    assert block.line == 2 and block.spec == parse_spec("rl-sac/comparisons seeds=7,8,9,10")
+    assert block.spec.seeds == (7, 8, 9, 10) and text[block.start:block.end] == "old\n"
+    new, changed = render_blocks(text, lambda spec: f"| {spec.table} |")
+    assert new.startswith("intro\n<!-- symkit:table rl-sac/comparisons seeds=7-10 -->\n\n| comparisons |\n\n<!--")
+    assert changed == ["rl-sac/comparisons seeds=7-10"] and render_blocks(new, lambda s: f"| {s.table} |")[1] == []
+    for bad, says in (("<!-- symkit:table rl-sac/a -->\n", "line 1: the table marker for rl-sac/a is never closed"),
+                      ("x\n<!-- /symkit:table -->\n", "line 2: '<!-- /symkit:table -->' closes no table marker"),
+                      ("<!-- symkit:table rl-sac -->\n<!-- /symkit:table -->\n", "expected EXPERIMENT/TABLE"),
+                      ("<!-- symkit:table a/b rows=3 -->\n<!-- /symkit:table -->\n", "unknown option 'rows=3'"),
+                      ("<!-- symkit:table a/b -->\n<!-- symkit:table a/c -->\n", "line 2: a table marker inside")):
+        with pytest.raises(ValueError, match="page.md, line") as error:
+            find_blocks(bad, "page.md")
+        assert says in str(error.value)
+
+
+def test_a_marker_naming_no_table_or_no_runs_is_refused_with_the_choices(archived, tmp_path):
+    from symkit.runner.docs_tables import _Tables
+
+    tables = _Tables(archived)
+    text = "<!-- symkit:table rl-sac/nonsense -->\n<!-- /symkit:table -->\n"
+    with pytest.raises(ValueError, match=r"x.md, line 1: .*no table 'nonsense'; its tables: metrics, .*comparisons"):
+        render_blocks(text, tables, "x.md")
+    with pytest.raises(ValueError, match=r"no finished runs of 'pendulum' .*symkit import results/pendulum.jsonl"):
+        render_blocks(text.replace("rl-sac/nonsense", "pendulum/metrics"), tables, "x.md")
+    with pytest.raises(ValueError, match="no experiment named 'nope'"):
+        render_blocks(text.replace("rl-sac/nonsense", "nope/metrics"), tables, "x.md")
+    assert tables(parse_spec("rl-sac/comparisons seeds=7-10")).count("\n| Hopper | 100000 | rpp |") == 1
+
+
+@dataclass
+class Cfg:
+    model: str = "mlp"
+    epochs: int = 10
+    seed: int = 0
+
+
+NAME = "cli-test-repro"
+
+
+def _experiment() -> Experiment:
+    paper = (PaperValue("err", 0.5, where={"model": "emlp"}, source="Table 9 (a test)", stderr=0.1),
+             PaperValue("err", 1.0, where={"model": "mlp"}, source="Table 9"),
+             PaperValue("acc", 90.0, where={"model": "mlp"}, source="Figure 8"))
+    return Experiment(NAME, "d", "thesis Table 9 and Figure 8 (a test)", Cfg, run=lambda c: {}, paper=paper,
+                      quick={"epochs": 1}, sweep={"model": ("mlp", "emlp"), "seed": (0, 1)})
+
+
+_STORES = itertools.count()
+
+
+def _rows(tmp_path, runs: dict[str, list[float]], epochs: int = 10):
+    store = Store(tmp_path / f"r{next(_STORES)}.db")
+    for model, errs in runs.items():
+        for seed, err in enumerate(errs):
+            store.record(NAME, {"model": model, "epochs": epochs, "seed": seed}, {"err": err})
+    return {r.result: r for r in experiment_rows(_experiment(), store.runs(NAME))}
+
+
+def test_the_status_of_a_row_follows_the_rule(tmp_path):
+    rows = _rows(tmp_path, {"emlp": [0.5, 0.7], "mlp": [1.0, 1.0]})  # emlp 0.6 ± 0.1: within 2 x (0.1 + 0.1)
+    assert rows["Table 9"].status == REPRODUCED and rows["Table 9"].why == "2 of 2 comparisons within"
+    assert rows["Table 9"].ours == "0.6 ± 0.1 (2 seeds); 1 (2 seeds)"
+    assert rows["Figure 8"].status == MISSING and "no archived run at the paper's or default scale" in \
+        rows["Figure 8"].why and "`symkit reproduce cli-test-repro`" in rows["Figure 8"].why
+    assert _rows(tmp_path, {"emlp": [0.5, 0.7], "mlp": [3.0, 3.0]})["Table 9"].status == ORDERING  # mlp is off
+    assert _rows(tmp_path, {"emlp": [2.0, 2.2], "mlp": [1.2, 1.2]})["Table 9"].status == CONTRADICTS  # order too
+    alone = _rows(tmp_path, {"mlp": [3.0, 3.0]})["Table 9"]  # one value, off, and no pair to order
+    assert alone.status == CONTRADICTS and alone.why == "0 of 1 comparison within; 1 of the 2 paper values have no " \
+        "comparable run"
+    quick = _rows(tmp_path, {"emlp": [0.5, 0.7]}, epochs=1)["Table 9"]
+    assert quick.status == MISSING and "at the quick scale" in quick.why and quick.scale == "quick (2 runs)"
+    assert _rows(tmp_path, {})["Table 9"].why.startswith(f"no run in `results/{NAME}.jsonl`")
+
+
+def test_a_value_is_within_up_to_twice_the_summed_standard_errors():
+    paper = PaperValue("err", 1.0, stderr=0.5)
+    assert Comparison(paper, 3.0, 0.5, 3, "default").within  # |3 - 1| = 2 x (0.5 + 0.5)
+    assert not Comparison(paper, 3.0001, 0.5, 3, "default").within
+    assert not Comparison(PaperValue("err", 1.0), 1.0001, None, 1, "paper").within  # no error bars: exact only
+    assert Comparison(PaperValue("pd", 0), 0.0, None, 1, "paper").within
+
+
+def test_a_row_with_nothing_compared_needs_data_where_the_paper_scale_does(tmp_path, monkeypatch):
+    monkeypatch.setitem(unreproduced.PAPER_SCALE_NEEDS, NAME, "a GPU of its own")
+    row = _rows(tmp_path, {})["Table 9"]
+    assert row.status == NEEDS and "needs a GPU of its own" in row.why
+    assert _rows(tmp_path, {"emlp": [0.5, 0.7], "mlp": [1.0, 1.0]})["Table 9"].status == REPRODUCED
+
+
+def test_the_page_has_a_row_per_result_and_an_entry_per_unreproduced_result(tmp_path):
+    store = Store(tmp_path / "s.db")
+    page = build_reproductions(store, {NAME: _experiment()})
+    assert page.count(f"| `{NAME}` |") == 2  # Table 9 and Figure 8
+    for item in unreproduced.UNREPRODUCED:
+        assert f"| {item.result} | – |" in page
+    total = 2 + len(unreproduced.UNREPRODUCED)
+    assert f"Of {total} results: 0 reproduced, 0 ordering only, 0 contradicts" in page
+
+
+def test_every_builtin_experiment_names_a_document_and_every_need_an_experiment():
+    experiments = builtin_experiments()
+    for experiment in experiments.values():
+        unreproduced.document_of(experiment.reproduces)  # raises when it names none
+    assert set(unreproduced.PAPER_SCALE_NEEDS) <= set(experiments)
+    with pytest.raises(ValueError, match="document must be one of thesis"):
+        unreproduced.Unreproduced("thesis 2", "Table 1", "1", "none")
+
+
+def test_experiments_registered_from_outside_symkit_get_no_row(monkeypatch):
+    from symkit.experiments import registry
+
+    monkeypatch.setitem(registry._REGISTRY, NAME, _experiment())
+    assert NAME in registry.all_experiments() and NAME not in builtin_experiments()
+    assert "rl-sac" in builtin_experiments()

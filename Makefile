@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH := torch==2.13.0
 
-.PHONY: install demo test test-all bench lint clean
+.PHONY: install demo test test-all bench lint gpu-check clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,10 @@ test-all: install
 
 bench: install
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# on a machine with a CUDA device: its own python (GPU_PY, default python3), not .venv's CPU build (scripts/gpu-check)
+gpu-check:
+	scripts/gpu-check
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks

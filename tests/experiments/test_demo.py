@@ -1,7 +1,8 @@
 """``symkit demo`` (the README's ``make demo``), run once as a user runs it, and what its quick runs must show.
 
-The demo runs the quick sweeps of emlp-data-efficiency and rpp-levels, so their acceptance checks read its results
-store instead of training the same models a second time:
+The demo runs the quick sweeps of emlp-data-efficiency and rpp-levels trained for longer than the quick scale (the
+sizes below; the quick scale itself is sized to finish in seconds and shows less), so their acceptance checks read
+its results store instead of training the same models a second time:
 
 - emlp-data-efficiency (Inertia, N = 1000, 300 epochs, full width): an O(3) EMLP learns the moment of inertia an
   order of magnitude better than an MLP of equal width (thesis Fig. 2.5 at N = 1000: 0.136 against 3.24). Measured
@@ -50,6 +51,25 @@ def mse(demo):
         out[setting, "constant"] = m["constant_mse"]
     assert len(out) == 12, sorted(out)  # 3 settings x (3 models + the constant): every quick run finished
     return out
+
+
+def test_the_demo_trains_at_the_sizes_these_checks_were_measured_at(demo):
+    """emlp-data-efficiency: N = 1000, full width, 300 epochs of batches of 500; rpp-levels' inertia panels: N = 500,
+    128 channels, 300 epochs of batches of 250 (``size="quick"`` in full)."""
+    from symkit.experiments import get_experiment
+    from symkit.experiments.rpp_levels import sizes
+
+    with Store(demo / "demo.db", readonly=True) as store:
+        emlp = store.runs("emlp-data-efficiency", status="ok")
+        levels = store.runs("rpp-levels", status="ok")
+    assert len(emlp) == 2 and len(levels) == 9
+    for r in emlp:
+        assert (r.config["n_train"], r.config["ch"], r.config["epochs"], r.config["batch_size"]) == (1000, 384, 300,
+                                                                                                      500), r.config
+    exp = get_experiment("rpp-levels")
+    for r in levels:
+        assert sizes(exp.make_config(**r.config)) == {"n_train": 500, "n_test": 500, "ch": 128, "num_layers": 3,
+                                                      "epochs": 300, "batch_size": 250}, r.config
 
 
 def test_the_default_demo_writes_a_report_with_a_plot(demo):

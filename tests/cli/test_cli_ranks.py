@@ -75,7 +75,8 @@ def test_symkit_ranks_prints_the_table_and_report_shows_it(tmp_path):
     assert "4 of 4 cells with a thesis value agree with it" in report.stdout
     assert "Table A.4: SO(n), T_k" in report.stdout
     assert "Settings shared by every row: table=A.4, group=SO(3)" in report.stdout
-    assert "| T(4) | paper | 1 | 3 | 3 | yes |" in report.stdout
+    assert "| rep | setup | seeds | rank | rank (paper) | thesis | match |" in report.stdout
+    assert "| T(4) | paper | 1 | 3 | 3 | 3 | yes |" in report.stdout  # the registered paper value beside the run
     assert (tmp_path / "rep" / "ranks-rank-vs-thesis.png").exists()
 
 
@@ -93,3 +94,19 @@ def test_an_unknown_table_group_lists_the_known_ones_in_a_fresh_process(monkeypa
         thesis_tables.group_from_name("SO(99x)")
     assert "known: []" not in str(caught.value)
     assert thesis_tables.group_from_name("SO(3)").d == 3
+
+
+def test_the_registered_paper_values_are_the_thesis_tables_numbers():
+    """Every number of Tables A.1-A.8 is a paper value of its own cell (238 of them); lower bounds, blanks and the
+    cells beyond the thesis are not; Table A.3's are the reference generators' group, not the physical cube's."""
+    from symkit.experiments import get_experiment
+    from symkit.experiments.ranks import find_cell
+
+    paper = get_experiment("ranks").paper
+    assert len(paper) == 238
+    assert {v.source for v in paper} == {f"Table A.{i}" for i in range(1, 9)}
+    for v in paper:
+        assert v.metric == "rank" and v.value == int(find_cell(**v.where).thesis)
+    rubik = sorted((v.where["rep"], v.value) for v in paper if v.source == "Table A.3")
+    assert rubik == [("T(1)", 2.0), ("T(2)", 6.0), ("T(3)", 22.0)]
+    assert {v.where["group"] for v in paper if v.source == "Table A.3"} == {"RubiksCube(reference)"}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from symkit.experiments.fields import Seed
-from symkit.experiments.registry import Experiment, Plot, register
+from symkit.experiments.registry import Experiment, PaperValue, Plot, register
 
 TIERS = ("quick", "full", "all")
 
@@ -152,6 +152,21 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     return head + "\n\n```\n" + format_results(ranks).rstrip() + "\n```"
 
 
+def paper_values() -> tuple[PaperValue, ...]:
+    """Every rank the thesis prints as a number (Tables A.1-A.8), for the run of its cell; lower bounds (">20") and
+    blank cells are not values, nor are the ``extra`` cells (facts beyond the thesis's tables). An exact rank is
+    reproduced only by the same integer (no error bars)."""
+    out = []
+    for c in _cells("all"):
+        value = thesis_value(c)
+        if c.table == "extra":
+            continue
+        if isinstance(value, int):
+            out.append(PaperValue("rank", float(value), {"table": c.table, "group": c.group, "rep": c.rep},
+                                  f"Table {c.table}"))
+    return tuple(out)
+
+
 if importlib.util.find_spec("symkit.experiments.thesis_tables") is not None:
     EXPERIMENT = register(
         Experiment(
@@ -167,5 +182,6 @@ if importlib.util.find_spec("symkit.experiments.thesis_tables") is not None:
                      title="Ranks computed here against the thesis (log axes: zero ranks not shown)"),
             ),
             summarize=summarize,
+            paper=paper_values(),
         )
     )

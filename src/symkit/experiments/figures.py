@@ -107,7 +107,8 @@ def plot_cumulative_contributions(
         matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
 
-        _, ax = plt.subplots(figsize=(6, 3.5))
+        # constrained layout: the labels stay inside the figure however it is saved
+        _, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
     items = results.items() if isinstance(results, dict) else [(results.transform, results)]
     for label, r in items:
         cum = torch.cumsum(r.fractions if normalize else r.norms, 0)

@@ -20,6 +20,8 @@ Anatomy of an experiment:
 - ``paper``: the paper's numbers, shown beside ours by ``symkit report``.
 - ``plots``: what ``symkit report`` draws from the aggregated metrics.
 - ``summarize``: optional, extra report text built from the seed-aggregated rows (see :data:`Summarize`).
+- ``effective``: optional, ``effective(config)`` gives the values a run really uses for fields stored as a
+  placeholder (0: "from the size table"), which reports show in their place.
 - ``figures``: optional, figures that need the individual runs (curves, say) rather than seed means (see
   :data:`Figures`); ``symkit report`` calls it beside the declared ``plots``.
 - ``unfinished``: optional, for experiments whose runs checkpoint: ``unfinished()`` lists the runs with saved
@@ -113,10 +115,15 @@ class Plot:
     title: str = ""
     kind: str = "line"  # "line", "bar", "box" (one box of the per-seed values per x and hue) or "scatter"
     diagonal: bool = False  # draw the line y = x (for "ours against the paper" scatter plots)
+    #: config values of the runs for which ``x`` means nothing (``{"method": "holdout"}``: a hold-out bound has no
+    #: intrinsic dimension); these runs, and those without ``x``, are drawn as labelled horizontal lines
+    without_x: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in ("line", "bar", "box", "scatter"):
             raise ValueError(f"Plot kind must be 'line', 'bar', 'box' or 'scatter', got {self.kind!r}")
+        if not isinstance(self.without_x, Mapping):
+            raise TypeError(f"Plot without_x must be a mapping of config field to value, got {self.without_x!r}")
 
 
 def _bound_of(item: Any) -> list[tuple[str, Any]]:
@@ -214,6 +221,9 @@ class Experiment:
     #: metrics that record how a run went rather than what it found (the step it resumed from, the run it
     #: continued, library versions): reports list them seed by seed instead of averaging them
     facts: Sequence[str] = ()
+    #: ``effective(config) -> {field: value}``: the values a run uses for fields its config leaves to be resolved
+    #: (a size stored as 0, read from a table); reports show these instead of the stored ones
+    effective: Callable[[Any], Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if not dataclasses.is_dataclass(self.config):

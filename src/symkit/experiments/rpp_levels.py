@@ -207,5 +207,6 @@ register(
         quick_sweep={"dataset": ("inertia",), "setting": SETTINGS, "model": MODELS, "seed": (0,)},
         plots=(Plot(x="model", y="test_mse", hue="setting", logy=True, kind="box",
                     title="Levels of symmetry: test MSE (Fig. 3.2)"),),
+        effective=lambda c: {**sizes(c), **dict(zip(("equivariant_wd", "basic_wd"), decays(c)))},
     )
 )

@@ -104,28 +104,31 @@ def test_quick_and_modified_runs_are_labelled_and_not_set_beside_the_paper(runne
 
 def test_a_dry_run_lists_what_the_sweep_would_do_with_each_run_and_runs_nothing(runner, toy, tmp_path, monkeypatch):
     """``reproduce --dry-run`` prints each planned run in the sweep's order as done, failed (skipped unless
-    --retry-failed) or to run, then the counts; it runs nothing, stores nothing and creates no store."""
+    --retry-failed) or to run, then the counts and the time estimate; it runs nothing, stores nothing and creates
+    no store."""
     db, log = tmp_path / "s.db", tmp_path / "toy.log"
     monkeypatch.setenv("SYMKIT_TOY_LOG", str(log))
     first = invoke(runner, "reproduce", "cli-toy", "--seeds", "0-1", "--dry-run", "--store", str(db))
     assert first.exit_code == 0, first.output
     assert not db.exists() and not log.exists()
     assert first.output.splitlines()[0] == "to run  n=10 seed=0"
-    assert first.output.splitlines()[-1].startswith("6 runs planned: 0 done, 6 to run (0 from a checkpoint), ")
+    assert first.output.splitlines()[-2].startswith("6 runs planned: 0 done, 6 to run (0 from a checkpoint), ")
+    assert first.output.splitlines()[-1] == "no estimate: no finished run of cli-toy in the store"
     invoke(runner, "reproduce", "cli-toy", "--seeds", "0-1", "--set", "fail_seed=1", "--store", str(db))
     executed = log.read_text()
     assert len(Store(db).runs("cli-toy")) == 6
     plan = invoke(runner, "reproduce", "cli-toy", "--seeds", "0-2", "--set", "fail_seed=1", "--dry-run",
                   "--store", str(db))
     assert plan.exit_code == 0, plan.output
-    *lines, counts = plan.output.splitlines()
+    *lines, counts, estimate = plan.output.splitlines()
     assert [line.split()[0] for line in lines] == ["done", "failed", "to"] * 3  # the seeds inside each n
     assert lines[1] == "failed  n=10 seed=1  [skipped: --retry-failed runs it again]"
     assert counts == ("9 runs planned: 3 done, 3 to run (0 from a checkpoint), 0 in use by another process, "
                       f"3 failed; store {db}. Nothing was run (--dry-run).")
+    assert estimate.startswith("estimate: about ") and " for 3 runs (median times of 3 stored runs: " in estimate
     retry = invoke(runner, "reproduce", "cli-toy", "--seeds", "0-2", "--set", "fail_seed=1", "--dry-run",
                    "--retry-failed", "--store", str(db))
-    assert retry.output.splitlines()[-1].startswith("9 runs planned: 3 done, 6 to run ")
+    assert retry.output.splitlines()[-2].startswith("9 runs planned: 3 done, 6 to run ")
     assert log.read_text() == executed and len(Store(db).runs("cli-toy")) == 6  # nothing ran, nothing stored
 
 

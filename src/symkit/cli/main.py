@@ -276,7 +276,7 @@ def reproduce(
             _smoke(specs[0])
             return
         if dry_run:
-            _print_plan(exp, specs, store, retry_failed)
+            _print_plan(exp, specs, store, retry_failed, jobs=1 if executor == "local" else jobs)
             return
         keeper = _ArchiveKeeper(archive, exp.name) if archive is not None else None  # a bad archive: before any run
         db = _open_store(store)
@@ -325,21 +325,28 @@ class _ArchiveKeeper:
         typer.echo(f"{self.path}: {count(self.total, 'run')} of {self.experiment} ({self.added} added)")
 
 
-def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry_failed: bool) -> None:
-    """``--dry-run``: each planned run, in the sweep's order, with what the sweep would do with it, and the counts.
-    The store is read, never created; a run that checkpointed shows how far it got (``Experiment.unfinished``)."""
-    from symkit.runner.sweep import planned_states, varying_fields
+def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry_failed: bool,
+                jobs: int = 1) -> None:
+    """``--dry-run``: each planned run, in the sweep's order, with what the sweep would do with it, the counts, and
+    an estimate of the time the runs to run take (:func:`~symkit.runner.sweep.estimate_seconds`, ``jobs`` at a
+    time). The store is read, never created; a run that checkpointed shows how far it got
+    (``Experiment.unfinished``) and counts for the part it has left."""
+    from symkit.runner.sweep import estimate_line, estimate_seconds, planned_states, varying_fields
     from symkit.store.db import default_store_path
 
     path = store if store is not None else default_store_path()
-    stored = {}
+    stored: dict = {}
+    records: list = []
     if path.exists():
         with _read_store(path) as db:
             stored = db.status_of(exp.name)
+            records = db.runs(exp.name, status="ok")
     progress = {key: u for key, (_, u) in _checkpointed(exp).items()}
     varying = varying_fields(specs)
     counts: dict[str, int] = {}
     resumed = 0
+    to_run: list[RunSpec] = []
+    left: dict[tuple[str, int], float] = {}
     for spec, state in planned_states(specs, stored, retry_failed):
         detail = ""
         u = progress.get((spec.config_hash, spec.seed))
@@ -349,16 +356,23 @@ def _print_plan(exp: Experiment, specs: list[RunSpec], store: Path | None, retry
             if u.holder is None:
                 resumed += 1
                 detail += ": goes on from its checkpoint]"
+                if u.total > 0:
+                    left[(spec.config_hash, spec.seed)] = (u.total - u.done) / u.total
             else:  # the sweep leaves it to that process (RunInUse)
                 state = "in use"
                 detail += f": training now (pid {u.holder}), left to that process]"
         elif state == "failed":
             detail = "  [skipped: --retry-failed runs it again]"
+        if state == "to run":
+            to_run.append(spec)
         counts[state] = counts.get(state, 0) + 1
         typer.echo(f"{state:7} {spec.label(varying)}{detail}")
     typer.echo(f"{count(len(specs), 'run')} planned: {counts.get('done', 0)} done, {counts.get('to run', 0)} to run "
                f"({resumed} from a checkpoint), {counts.get('in use', 0)} in use by another process, "
                f"{counts.get('failed', 0)} failed; store {path}. Nothing was run (--dry-run).")
+    line = estimate_line(estimate_seconds(exp, to_run, records, jobs=jobs, left=left))
+    if line:
+        typer.echo(line)
 
 
 def _smoke(spec: RunSpec) -> None:
@@ -381,6 +395,19 @@ def _smoke(spec: RunSpec) -> None:
     typer.echo(f"ok in {outcome.duration:.1f} s", err=True)
 
 
+def _progress_interval() -> float | None:
+    """Seconds between a sweep's progress lines off a terminal: ``$SYMKIT_PROGRESS_INTERVAL`` (a duration such as
+    ``30``, ``90s`` or ``2m``; ``0``: no lines), 30 s when unset."""
+    import os
+
+    text = os.environ.get("SYMKIT_PROGRESS_INTERVAL", "").strip()
+    if not text:
+        return 30.0
+    if text in ("0", "0s"):
+        return None
+    return parse_duration("SYMKIT_PROGRESS_INTERVAL", text)
+
+
 def _run_and_summarise(
     exp: Experiment,
     specs: list[RunSpec],
@@ -398,11 +425,12 @@ def _run_and_summarise(
     :func:`~symkit.runner.sweep.run_sweep`."""
     from symkit.runner.sweep import run_sweep, summary_lines
 
+    interval = _progress_interval()
     result = limit = None
     try:
         with _sigterm_as_interrupt(), _stop_after(time_limit) as limit:
             result = run_sweep(exp, specs, db, executor=executor, jobs=jobs, ray_address=ray_address,
-                               retry_failed=retry_failed, on_finished=on_finished)
+                               retry_failed=retry_failed, on_finished=on_finished, progress_interval=interval)
     except KeyboardInterrupt:
         if result is None:  # outside the sweep's own handling (a second Ctrl-C while it stopped, say)
             if limit is not None and limit.reached:

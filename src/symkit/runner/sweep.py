@@ -15,10 +15,13 @@ worker) loses only the runs that were in flight; running the same command again 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import random
 import socket
+import statistics
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,7 +34,7 @@ from symkit._text import count
 from symkit.allocator import keep_freed_memory
 from symkit.experiments.registry import Experiment, config_from_json, import_experiment, resolve_scale
 from symkit.progress import progress_bar, progress_enabled
-from symkit.store import Store, StoreError, canonical_json, config_hash, to_jsonable
+from symkit.store import RunRecord, Store, StoreError, canonical_json, config_hash, to_jsonable
 from symkit.store.db import utc_now
 
 EXECUTORS = ("local", "process", "ray")
@@ -538,6 +541,8 @@ def _process(
                         queue.insert(0, spec)
                         broken = True
                         break
+                    if on_start is not None:  # at most ``jobs`` in flight on ``jobs`` workers: it starts now
+                        on_start(spec)
                 if not broken:
                     done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
                     for future in done:
@@ -591,6 +596,8 @@ def _ray(specs: Sequence[RunSpec], jobs: int, ray_address: str | None, on_start:
             while queue and len(in_flight) < window:
                 spec = queue.pop(0)
                 in_flight[remote.remote(spec)] = spec
+                if on_start is not None:  # submitted: Ray starts it when a CPU (and GPU) is free
+                    on_start(spec)
             done, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in done:
                 spec = in_flight.pop(ref)
@@ -639,6 +646,116 @@ def planned_states(specs: Sequence[RunSpec], stored: Mapping[tuple[str, int], st
     return out
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """What :func:`estimate_seconds` found for the runs a sweep would run."""
+
+    experiment: str
+    #: the summed estimate of the runs that have one, in seconds of run time
+    seconds: float
+    #: runs with an estimate (``by_config`` of them from runs of their own config) and runs without one
+    runs: int
+    missing: int
+    by_config: int
+    #: stored finished runs whose times went into the medians
+    based_on: int
+    #: the longest single run's estimate (no run is split between workers)
+    longest: float
+    jobs: int
+    #: the experiment has no stored finished run with a measured time at all (so none of any scale)
+    empty_store: bool
+
+    @property
+    def wall_seconds(self) -> float:
+        """A lower bound of the wall time: the run time shared out over the jobs, and never below the longest
+        run."""
+        return max(self.seconds / self.jobs, self.longest) if self.runs else 0.0
+
+
+def _fixed_fields(experiment: Experiment) -> list[str]:
+    """The config fields no sweep of ``experiment`` varies (nor its seed): those that say at what scale a run ran
+    (as :func:`symkit.runner.report.scale_of` judges it)."""
+    swept = {"seed", *experiment.sweep, *(experiment.quick_sweep or {}), *(experiment.paper_sweep or {})}
+    if experiment.points is not None:
+        swept |= {k for quick in (False, True) for point in experiment.points(quick) for k in point}
+    return [k for k in experiment.field_names() if k not in swept]
+
+
+def estimate_seconds(experiment: Experiment, specs: Sequence[RunSpec], store: Store | Sequence[RunRecord],
+                     jobs: int = 1, left: Mapping[tuple[str, int], float] | None = None) -> Estimate:
+    """Estimate the run time of ``specs`` (the runs a sweep would run) from the times measured for the stored
+    finished (``ok``) runs of ``experiment`` in ``store`` (a :class:`Store` or its records).
+
+    Each run counts the median time of the stored runs with its config but another seed (same ``config_hash``);
+    failing those, the median over the stored runs at its scale (the same values of every field that no sweep
+    varies, so a ``--set`` of such a field is a scale of its own); failing those, it has no estimate
+    (``Estimate.missing``). Runs stored without a measured time (duration 0) are left out. ``left`` gives, for a
+    run keyed ``(config_hash, seed)`` that goes on from a checkpoint, the fraction of it still to do. ``jobs`` runs
+    at a time give :attr:`Estimate.wall_seconds`, a lower bound of the wall time. The times are those the runs
+    took where they ran (their executor, machine and load), so the estimate is only as good as that match.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be an int >= 1 (runs at a time), got {jobs!r}")
+    other = sorted({spec.experiment for spec in specs} - {experiment.name})
+    if other:
+        raise ValueError(f"estimate_seconds for {experiment.name!r} got runs of {', '.join(map(repr, other))}")
+    records = store.runs(experiment.name, status="ok") if isinstance(store, Store) else [
+        r for r in store if r.experiment == experiment.name and r.status == "ok"]
+    records = [r for r in records if r.duration > 0]
+    fixed = _fixed_fields(experiment)
+
+    def scale_key(config: Mapping[str, Any]) -> str:
+        complete = experiment.complete(config)
+        return canonical_json({k: complete.get(k) for k in fixed})
+
+    by_hash: dict[str, list[RunRecord]] = {}
+    by_scale: dict[str, list[RunRecord]] = {}
+    for record in records:
+        by_hash.setdefault(record.config_hash, []).append(record)
+        by_scale.setdefault(scale_key(record.config), []).append(record)
+    total = longest = 0.0
+    runs = missing = by_config = 0
+    used: set[tuple[str, int]] = set()
+    for spec in specs:
+        chosen = by_hash.get(spec.config_hash)
+        if chosen:
+            by_config += 1
+        else:
+            chosen = by_scale.get(scale_key(spec.config))
+        if not chosen:
+            missing += 1
+            continue
+        fraction = 1.0 if left is None else min(1.0, max(0.0, float(left.get((spec.config_hash, spec.seed), 1.0))))
+        seconds = statistics.median(r.duration for r in chosen) * fraction
+        total += seconds
+        longest = max(longest, seconds)
+        runs += 1
+        used.update((r.config_hash, r.seed) for r in chosen)
+    return Estimate(experiment.name, total, runs, missing, by_config, len(used), longest, jobs, not records)
+
+
+def estimate_line(estimate: Estimate) -> str:
+    """The one line ``symkit reproduce --dry-run`` prints for ``estimate`` (empty when nothing is to run), e.g.
+    ``estimate: about 14 min for 12 runs (median times of 30 stored runs: same config, else same scale; 2 jobs: at
+    least 7 min)``."""
+    if not estimate.runs and not estimate.missing:
+        return ""
+    if not estimate.runs:
+        where = "in the store" if estimate.empty_store else "at this scale in the store"
+        return f"no estimate: no finished run of {estimate.experiment} {where}"
+    planned = count(estimate.runs, "run") if not estimate.missing else (
+        f"{estimate.runs} of {estimate.runs + estimate.missing} runs")
+    text = (f"estimate: about {format_seconds(estimate.seconds)} for {planned} (median times of "
+            f"{count(estimate.based_on, 'stored run')}: same config, else same scale")
+    if estimate.jobs > 1:
+        text += f"; {estimate.jobs} jobs: at least {format_seconds(estimate.wall_seconds)}"
+    text += ")"
+    if estimate.missing:
+        text += (f"; no estimate for {count(estimate.missing, 'run')}: no finished run of {estimate.experiment} at "
+                 "their scale in the store")
+    return text
+
+
 def run_sweep(
     experiment: Experiment,
     specs: Sequence[RunSpec],
@@ -649,9 +766,14 @@ def run_sweep(
     retry_failed: bool = False,
     progress: bool | None = None,
     on_finished: Callable[[Outcome], None] | None = None,
+    progress_interval: float | None = 30.0,
 ) -> SweepResult:
     """Run the specs that the store does not hold yet (and failed ones if ``retry_failed``), recording each outcome;
     ``on_finished(outcome)`` is called after each finished (not failed) run the store took.
+
+    ``progress=None`` draws the sweep's bars on a terminal; elsewhere (CI logs, ``nohup``), unless
+    ``SYMKIT_PROGRESS=0``, it writes a :func:`progress_line` to stderr every ``progress_interval`` seconds while runs
+    go (``None`` or 0: no lines). ``progress=True`` forces the bars, ``False`` shows neither.
 
     Returns the counts; on Ctrl-C the result has ``interrupted=True`` (the finished runs are stored).
     """
@@ -661,8 +783,9 @@ def run_sweep(
         raise SweepError(f"--jobs must be at least 1, got {jobs}")
     if ray_address and executor != "ray":
         raise SweepError("--ray-address is only used with --executor ray")
+    _check_interval(progress_interval)
     result = SweepResult(total=len(specs))
-    bar = run_bar = outcomes = None
+    bar = run_bar = lines = outcomes = None
     try:  # an interruption at any point (a time limit's SIGTERM while planning, say) ends in the result
         todo = []
         for spec, state in planned_states(specs, store.status_of(experiment.name), retry_failed):
@@ -680,9 +803,14 @@ def run_sweep(
         bar = progress_bar(desc=experiment.name, total=len(specs), show=show, initial=len(specs) - len(todo),
                            unit="run", position=0, leave=True)
         run_bar = _RunBar(show, parallel=None if executor == "local" else jobs)
+        if (progress is None and not show and progress_interval
+                and os.environ.get("SYMKIT_PROGRESS", "1") != "0"):
+            lines = _ProgressLines(len(todo), progress_interval, 1 if executor == "local" else jobs)
 
         def on_start(spec: RunSpec) -> None:
             run_bar.start(spec.label(varying))
+            if lines is not None:
+                lines.start()
 
         outcomes = _EXECUTORS[executor](todo, jobs, ray_address, on_start)
         for outcome in outcomes:
@@ -698,11 +826,13 @@ def run_sweep(
                 elif recorded and on_finished is not None:
                     on_finished(outcome)
             run_bar.finish(outcome.spec.label(varying), outcome.duration, failed)
+            if lines is not None:
+                lines.finish(outcome, failed)
             bar.update(1)
     except KeyboardInterrupt:
         result.interrupted = True
     finally:
-        for closing in (outcomes, run_bar, bar):
+        for closing in (outcomes, lines, run_bar, bar):
             if closing is not None:
                 closing.close()
     return result
@@ -725,6 +855,83 @@ def _record(store: Store, name: str, outcome: Outcome, result: SweepResult) -> b
     except OSError:
         result.unsaved.append(outcome)
     return False
+
+
+def _check_interval(seconds: float | None) -> None:
+    """Raise unless ``seconds`` is None or a finite number of seconds, at least 0."""
+    if seconds is None:
+        return
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"progress_interval must be a number of seconds or None, got {type(seconds).__name__}")
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"progress_interval must be a finite number of seconds >= 0 (0: no lines), got {seconds}")
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration for people: ``"41 s"``, ``"14 min"``, ``"3.5 h"``, ``"2.0 days"``."""
+    if seconds < 90:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
+
+
+def progress_line(done: int, total: int, failed: int, running: int, elapsed: float,
+                  mean_seconds: float | None, parallel: int = 1) -> str:
+    """One progress line of a sweep without a terminal: ``done`` of the ``total`` runs it runs have finished (the
+    ``failed`` ones among them), ``running`` are in flight, and, once a run has finished, the time left: the runs
+    not finished times the finished runs' mean time ``mean_seconds``, over the ``parallel`` runs at a time (at most
+    as many as are left).
+
+    >>> progress_line(3, 12, 1, 2, 41.0, 30.0, parallel=2)
+    'progress: 3/12 runs done, 1 failed, 2 running, 41 s elapsed, about 2 min left'
+    """
+    text = f"progress: {done}/{total} runs done, {failed} failed, {running} running, {format_seconds(elapsed)} elapsed"
+    left = total - done
+    if mean_seconds is not None and left > 0:
+        text += f", about {format_seconds(left * mean_seconds / max(1, min(parallel, left)))} left"
+    return text
+
+
+class _ProgressLines:
+    """Off a terminal: a :func:`progress_line` on stderr every ``interval`` seconds, from a daemon thread, while the
+    sweep runs. ``start`` and ``finish`` come from the driver (a run handed to a worker, an outcome back)."""
+
+    def __init__(self, total: int, interval: float, parallel: int) -> None:
+        self.total, self.interval, self.parallel = total, interval, parallel
+        self.t0 = time.monotonic()
+        self.started = self.done = self.failed = 0
+        self.seconds: list[float] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="symkit-progress-lines", daemon=True)
+        self._thread.start()
+
+    def start(self) -> None:
+        with self._lock:
+            self.started += 1
+
+    def finish(self, outcome: Outcome, failed: bool) -> None:
+        with self._lock:
+            self.done += 1
+            self.failed += failed
+            if not outcome.in_use:  # refused at once by another process's lock: not a run's time
+                self.seconds.append(outcome.duration)
+
+    def line(self) -> str:
+        with self._lock:
+            mean = statistics.fmean(self.seconds) if self.seconds else None
+            running = max(0, min(self.started, self.total) - self.done)
+            return progress_line(self.done, self.total, self.failed, running, time.monotonic() - self.t0, mean,
+                                 self.parallel)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.interval):
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
 
 
 class _RunBar:

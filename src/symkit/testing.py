@@ -16,7 +16,7 @@ The error of a group element g is relative at every output scale,
 k(g) is how much the group element amplifies rounding: 1 for orthogonal and permutation groups, ``|g|^p`` on
 rank-p tensors of Sp(n), SL(n) or a Lorentz boost. ``tol`` defaults to ``64 * eps`` of the output's dtype for
 functions (7.6e-6 in float32, 1.4e-14 in float64) and to 1e-9 (float64) or ``64 * eps`` (float32) for weight
-matrices. Measured on EMLPs of every built-in group (docs/core.md, "How equivariance is checked"), a true float32
+matrices. Measured on EMLPs of every built-in group (docs/core.md, "Checking equivariance"), a true float32
 model stays below ``13 * eps * k(g)`` and a 0.1% non-equivariant part is above ``175 * eps * k(g)``.
 
 A Lie algebra generator A is checked through the derivative, ``a = J_f(x) drho_in(A) x`` against

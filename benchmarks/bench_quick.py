@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def time_quick(name: str, folder: Path) -> tuple[int, float, float, str]:
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     lines = (res.stdout + res.stderr).strip().splitlines()
-    summary = [line for line in lines if " runs in the sweep" in line]
+    summary = [line for line in lines if re.search(r" runs? in the sweep", line)]
     return res.returncode, wall, cpu, (summary or lines or [""])[-1]
 
 
@@ -56,7 +57,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             rc, wall, cpu, last = time_quick(name, Path(tmp))
-            runs = last.split(" runs in the sweep")[0].split()[-1] if " runs in the sweep" in last else "?"
+            found = re.search(r"(\d+) runs? in the sweep", last)
+            runs = found.group(1) if found else "?"
             status = "ok" if rc == 0 else f"rc {rc}: {last[:80]}"
             worst = max(worst, cpu)
             print(f"| {name} | {runs} | {wall:.1f} | {cpu:.1f} | {cpu / BOUND_S:.2f} | {status} |", flush=True)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from symkit.cli.main import app
 from symkit.experiments import unreproduced
 from symkit.experiments.registry import Experiment, PaperValue
-from symkit.runner.docs_tables import find_blocks, parse_spec, refresh_docs, render_blocks
+from symkit.runner.docs_tables import find_blocks, parse_spec, refresh_docs, render_blocks, select_columns
 from symkit.runner.reproductions import (
     CONTRADICTS,
     MISSING,
@@ -111,6 +111,18 @@ def test_markers_are_read_with_their_options_and_bad_ones_are_named_by_line():
         with pytest.raises(ValueError, match="page.md, line") as error:
             find_blocks(bad, "page.md")
         assert says in str(error.value)
+
+
+def test_a_marker_keeps_the_columns_it_names_in_its_order():
+    spec = parse_spec("a/b columns=pd_(paper),dims seeds=0")
+    assert spec.columns == ("pd_(paper)", "dims") and spec.seeds == (0,) and parse_spec(str(spec)) == spec
+    table = "| dims | pd | pd (paper) |\n|---|---|---|\n| 2 | 0.14 | 0.145 ± 0.026 |\n| 4 | 0.5 | 0.49 |"
+    assert select_columns(table, spec.columns) == ("| pd (paper) | dims |\n|---|---|\n| 0.145 ± 0.026 | 2 |\n"
+                                                   "| 0.49 | 4 |")
+    with pytest.raises(ValueError, match=r"no column 'mse'; its columns: dims, pd, pd_\(paper\)"):
+        select_columns(table, ["dims", "mse"])
+    with pytest.raises(ValueError, match="names each column once"):
+        parse_spec("a/b columns=dims,,pd")
 
 
 def test_a_marker_naming_no_table_or_no_runs_is_refused_with_the_choices(archived, tmp_path):

@@ -9,9 +9,11 @@ A marked block is a pair of HTML comments (invisible once rendered) around a tab
     <!-- /symkit:table -->
 
 The opening marker names the experiment and one of its report's tables (:func:`report_tables`); ``seeds=LIST``
-reads only those seeds' runs, as ``symkit report NAME --seeds LIST`` does. :func:`refresh_docs` rewrites every
-block from the store (and docs/reproductions.md, :mod:`symkit.runner.reproductions`), or, with ``check=True``,
-changes nothing and returns what is out of date. Markers inside fenced code blocks are text, not blocks.
+reads only those seeds' runs, as ``symkit report NAME --seeds LIST`` does; ``columns=a,b,c`` keeps those columns of
+the table, in that order (a header with spaces is written with ``_`` for each space: ``mse_(paper)``).
+:func:`refresh_docs` rewrites every block from the store (and docs/reproductions.md,
+:mod:`symkit.runner.reproductions`), or, with ``check=True``, changes nothing and returns what is out of date.
+Markers inside fenced code blocks are text, not blocks.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from pathlib import Path
 from symkit.experiments.registry import Experiment, get_experiment
 from symkit.runner.report import aggregate, markdown_table
 
-__all__ = ["TableSpec", "Block", "Change", "NAMED_TABLES", "report_tables", "parse_spec", "find_blocks",
-           "render_blocks", "doc_files", "refresh_docs"]
+__all__ = ["TableSpec", "Block", "Change", "NAMED_TABLES", "report_tables", "parse_spec", "select_columns",
+           "find_blocks", "render_blocks", "doc_files", "refresh_docs"]
 
 OPEN = "<!-- symkit:table "
 CLOSE = "<!-- /symkit:table -->"
@@ -54,10 +56,12 @@ class TableSpec:
     experiment: str
     table: str
     seeds: tuple[int, ...] | None = None
+    columns: tuple[str, ...] | None = None  # the columns kept, by header name, in this order (None: all)
 
     def __str__(self) -> str:
-        return f"{self.experiment}/{self.table}" + ("" if self.seeds is None else
-                                                   " seeds=" + ",".join(map(str, self.seeds)))
+        return (f"{self.experiment}/{self.table}" + ("" if self.seeds is None else
+                                                     " seeds=" + ",".join(map(str, self.seeds)))
+                + ("" if self.columns is None else " columns=" + ",".join(self.columns)))
 
 
 @dataclass(frozen=True)
@@ -133,17 +137,35 @@ def parse_spec(text: str) -> TableSpec:
     if not parts or not _NAME.match(parts[0]):
         raise ValueError(f"marker {text!r}: expected EXPERIMENT/TABLE first, e.g. 'rl-sac/summary'")
     experiment, table = parts[0].split("/")
-    seeds = None
+    seeds, columns = None, None
     for option in parts[1:]:
         key, _, value = option.partition("=")
+        if key == "columns" and value:
+            columns = tuple(value.split(","))
+            if any(not c for c in columns):
+                raise ValueError(f"marker {text!r}: columns=a,b,c names each column once, got {value!r}")
+            continue
         if key != "seeds" or not value:
-            raise ValueError(f"marker {text!r}: unknown option {option!r}; the one option is seeds=LIST (e.g. "
-                             "seeds=7-10)")
+            raise ValueError(f"marker {text!r}: unknown option {option!r}; the options are seeds=LIST (e.g. "
+                             "seeds=7-10) and columns=a,b,c")
         try:
             seeds = tuple(parse_seeds(value))
         except ValueError as exc:
             raise ValueError(f"marker {text!r}: {exc}") from None
-    return TableSpec(experiment, table, seeds)
+    return TableSpec(experiment, table, seeds, columns)
+
+
+def select_columns(table: str, columns: Sequence[str]) -> str:
+    """The markdown ``table`` with only ``columns``, in that order: each a header name, or the name with ``_`` for
+    its spaces; ``ValueError`` naming a column it does not have, and the ones it has."""
+    rows = [_header(line) for line in table.strip("\n").splitlines()]
+    names = [h.replace(" ", "_") for h in rows[0]]
+    missing = [c for c in columns if c.replace(" ", "_") not in names]
+    if missing:
+        raise ValueError(f"no column {', '.join(map(repr, missing))}; its columns: {', '.join(names)}")
+    keep = [names.index(c.replace(" ", "_")) for c in columns]
+    return "\n".join("| " + " | ".join(row[i] for i in keep) + " |" if n != 1 else
+                     "|" + "|".join("---" for _ in keep) + "|" for n, row in enumerate(rows))
 
 
 def find_blocks(text: str, where: str = "text") -> list[Block]:
@@ -234,7 +256,9 @@ class _Tables:
         if spec.table not in tables:
             raise ValueError(f"the report of {spec.experiment!r} has no table {spec.table!r}; its tables: "
                              f"{', '.join(tables)}")
-        return tables[spec.table]
+        if spec.columns is None:
+            return tables[spec.table]
+        return select_columns(tables[spec.table], spec.columns)
 
 
 def _write(path: Path, text: str) -> None:

@@ -34,3 +34,52 @@ def test_each_model_takes_a_training_step(kind):
     before = [p.detach().clone() for p in model.parameters()]
     step()
     assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))  # Adam moved the weights
+
+
+def test_each_layer_lists_the_products_with_its_weights_its_forward_pass_does():
+    import torch
+
+    from symkit.groups import O
+    from symkit.nn.emlp import BiLinear, EquivariantLinear, GatedNonlinearity, gated, uniform_rep
+    from symkit.nn.rpp import RPPLinear
+
+    hidden = uniform_rep(96, O(3))
+    wide = gated(hidden)
+    linear = torch.nn.Linear(hidden.size, wide.size)
+    assert bm.weight_products(linear) == [(1, hidden.size, wide.size)]
+    assert bm.weight_products(RPPLinear(hidden, wide)) == [(1, hidden.size, wide.size)]  # one fused matmul
+    dense = EquivariantLinear(hidden, wide, irreps=False)
+    assert bm.weight_products(dense) == [(1, hidden.size, wide.size)]
+    big = uniform_rep(384, O(3))  # wide enough for the irreducible form
+    irreducible = EquivariantLinear(big, gated(big))
+    assert irreducible.irrep_product is not None
+    products = bm.weight_products(irreducible)  # one per irrep: its dimension, copies in, copies out
+    assert products == [tuple(irrep) for irrep in irreducible.irrep_product.irreps] and len(products) > 1
+    assert sum(d * a * b for d, a, b in products) < irreducible.irrep_product.multiply_adds  # rotations besides
+    bilinear = BiLinear(wide)
+    assert bm.weight_products(bilinear) == bilinear.weight_products
+    assert sum(r * i * c for r, i, c in bilinear.weight_products) < bilinear.multiply_adds
+    assert bm.weight_products(GatedNonlinearity(hidden)) == []
+
+
+def test_a_layer_row_takes_its_ratios_within_each_round():
+    # the machine's speed moved between rounds: the least times come from different rounds (24 / 10 would be 2.4)
+    line, ratio = bm.layer_row("BiLinear", [24.0, 40.0, 30.0], [12.0, 20.0, 10.0], [6.0, 10.0, 10.0])
+    assert ratio == 2.0  # median of 2, 2, 3
+    assert line.split() == ["BiLinear", "24.00", "4.00x", "10.00", "2.00x"]  # least times, median ratios
+    line, ratio = bm.layer_row("GatedNonlinearity", [1.0, 3.0], [], [4.0, 4.0])
+    assert ratio is None and line.split() == ["GatedNonlinearity", "1.00", "0.50x", "-", "-"]
+
+
+def test_the_layer_table_gives_every_layer_with_weights_its_ratio_to_its_own_products():
+    lines = bm.layer_table("cpu", ch=16, batch=8, budget=0.0, rounds=2)
+    rows = {line.split("  ")[0]: line.split() for line in lines[2:7]}
+    assert set(rows) == {"EquivariantLinear", "RPPLinear", "nn.Linear (same size)", "BiLinear", "GatedNonlinearity"}
+    for name, cells in rows.items():
+        assert float(cells[-4]) > 0 and float(cells[-3].rstrip("x")) > 0  # its time, its ratio to nn.Linear
+        if name == "GatedNonlinearity":
+            assert cells[-2:] == ["-", "-"]
+        else:
+            assert float(cells[-2]) > 0 and float(cells[-1].rstrip("x")) > 0
+    assert rows["nn.Linear (same size)"][-3] == "1.00x"
+    assert lines[-1].startswith("acceptance: BiLinear") and lines[-1].endswith(rows["BiLinear"][-1])

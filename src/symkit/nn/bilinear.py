@@ -8,8 +8,22 @@ copies of size ``d_O``, input type ``I`` with ``m_I`` copies of size ``d_I``, an
 
 contracted in the cheaper of two orders: ``P = M x`` per sample (a batched matrix product), then one matrix product
 with the weights; or ``Z = w x`` as one matrix product, then ``M Z`` per sample. Nearly all of the multiply-adds are
-in the weight products; a layout with the batch last (elementwise per-sample products instead of batched ones) was
-measured slower in the backward pass and is not used.
+in the weight products (``weight_products``); what the layer does besides them is kept small:
+
+* one gather reads every object block as ``(entries, copies)`` per sample (the weight products' rows) and every
+  group of per-sample products' source matrices stacked in the layout its product takes; one more gather writes
+  the output in the rep's order;
+* the weight products of all interactions into (P first) or out of (Z first) a block of scalars are one matrix
+  product, their operands side by side; the small per-sample products of one input type (P first) or one output
+  type (Z first) are one batched product (Z first: one that also sums them);
+* training runs a written-out backward (``symkit.nn._bilinear_kernels``) that writes each gradient into its place;
+  under ``torch.func`` transforms, forward-mode AD, ``torch.compile`` / ``torch.export`` and in double backward the
+  layer is the same map as plain differentiable torch operations.
+
+On one CPU thread at O(3), 384 channels, batch 500 (``benchmarks/bench_models.py``) forward plus backward took 2.2-2.7
+times its weight products on a shared 2-core machine; most of the rest is the per-sample products, a few thousand
+multiply-adds per sample in matrices of a few rows, which ``bmm`` (or broadcast products) run at a tenth of a large
+product's rate, about 0.1 ms a call at batch 500 whatever their size. ``torch.compile`` of the layer did not beat it.
 """
 
 from __future__ import annotations
@@ -22,6 +36,8 @@ import torch
 from torch import nn
 
 from symkit._checks import check_number
+from symkit.nn import _bilinear_kernels as kernels
+from symkit.nn._bilinear_kernels import per_sample_matmul
 from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import factory, on
 from symkit.nn._inputs import check_input, check_rep
@@ -31,15 +47,8 @@ from symkit.reps.solve import object_index
 
 __all__ = ["BiLinear", "per_sample_matmul"]
 
-
-def per_sample_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` per sample, ``(n, p, q) @ (n, q, r)``. Where ``p`` and ``q`` are at most 3 (a few vectors' products
-    with many: O(3)'s ``3 x 3`` by ``3 x 34``, Z(2)'s ``2 x 2`` by ``2 x 60``) a broadcast product summed over ``q``
-    replaces ``bmm``, whose CPU kernel multiplies such pairs entry by entry (``p q r < 400``): 1.5-3x faster
-    forward and backward at batches of 256 and 500. Elsewhere ``bmm``."""
-    if a.shape[1] <= 3 and a.shape[2] <= 3 and b.shape[2] >= 8:
-        return (a.unsqueeze(-1) * b.unsqueeze(1)).sum(2)
-    return torch.bmm(a, b)
+#: interactions of at most this many entries per sample in their per-sample product's P (or Z) share one product
+MERGE_ENTRIES = 512
 
 
 def _block_key(leaves: tuple) -> tuple:
@@ -48,29 +57,41 @@ def _block_key(leaves: tuple) -> tuple:
 
 class _Interaction:
     """One pair of object types that the bilinear layer couples: ``W(x)`` restricted to the pairs (output copy ``i`` of
-    block ``O``, input copy ``j`` of block ``I``), whose ``d_O x d_I`` entries are combinations of ``K`` source objects.
+    block ``out_block``, input copy ``j`` of block ``in_block``), whose ``d_O x d_I`` entries are combinations of the
+    first ``K`` copies ``M_k`` of block ``src_block``: ``M_k[a, c]`` is entry ``s_map[a, c]`` of copy ``k``.
 
     ``y_i[a] = sum_{j,k,c} w_ijk M_k[a, c] x_j[c]``, contracted in the cheaper of two orders (``weights_first``):
     ``P = M x`` per sample then one matmul with the weights, or ``Z = w x`` as one matmul then ``M Z`` per sample.
-    Index arrays (for ``index_select``) lay every operand out so that no permutation copy is needed."""
+    ``w_ijk`` is entry ``(grid[i, j], k)`` of parameter ``weight``."""
 
-    def __init__(self, weight: int, grid: np.ndarray, src: np.ndarray, in_pos: np.ndarray, out_pos: np.ndarray,
+    def __init__(self, weight: int, grid: np.ndarray, src_block: int, s_map: np.ndarray, k: int, in_block: int,
                  out_block: int):
-        self.weight, self.out_block = weight, out_block
+        self.weight, self.grid, self.src_block, self.s_map = weight, grid, src_block, s_map
+        self.in_block, self.out_block = in_block, out_block
         m_out, m_in = grid.shape
-        k, d_in, d_out = src.shape[0], in_pos.shape[1], out_pos.shape[1]
+        d_out, d_in = s_map.shape
         self.shape = (m_out, m_in, k, d_in, d_out)
         cost_p_first = k * d_out * d_in * m_in + d_out * k * m_in * m_out
         cost_w_first = m_in * d_in * m_out * k + m_out * k * d_out * d_in
         self.weights_first = cost_w_first < cost_p_first
         self.multiply_adds = min(cost_w_first, cost_p_first)  # per sample
-        src = src.reshape(k, d_out, d_in)
-        # M per sample: (d_O, d_I K) laid out (a, c, k) when the weights go first, else (d_O K, d_I) as (a, k, c)
-        self.src = src.transpose(1, 2, 0).reshape(-1) if self.weights_first else src.transpose(1, 0, 2).reshape(-1)
-        self.inp = in_pos.T.reshape(-1)  # (c, j): x_I as (d_I, m_I) per sample
-        # flat indices into the (pairs, K) parameter: weights as (m_I, K m_O) laid out (j, k, i), or (K m_I, m_O)
-        flat = grid[:, :, None] * k + np.arange(k)[None, None, :]  # (i, j, k)
-        self.w_index = (flat.transpose(1, 2, 0) if self.weights_first else flat.transpose(2, 1, 0)).reshape(-1)
+
+    def weight_index(self, start: int) -> np.ndarray:
+        """Flat indices into the concatenated parameters (this one's at ``start``): ``(K m_I, m_O)`` laid out
+        ``(k, j), i`` for P first, ``(m_I, K m_O)`` laid out ``j, (k, i)`` for Z first."""
+        m_out, m_in, k = self.shape[:3]
+        flat = start + self.grid[:, :, None] * k + np.arange(k)[None, None, :]  # (i, j, k)
+        if self.weights_first:
+            return flat.transpose(1, 2, 0).reshape(m_in, k * m_out)
+        return flat.transpose(2, 1, 0).reshape(k * m_in, m_out)
+
+    def source_index(self, src_pos: np.ndarray) -> np.ndarray:
+        """Positions in ``x`` of the source matrices as the per-sample product reads them: ``(d_O K, d_I)`` laid out
+        ``(a, k), c`` for P first, ``(d_O, d_I K)`` laid out ``a, (c, k)`` for Z first (``src_pos``: the source
+        block's positions, (copies, entries))."""
+        k = self.shape[2]
+        m = src_pos[:k][:, self.s_map]  # (k, a, c)
+        return (m.transpose(1, 2, 0) if self.weights_first else m.transpose(1, 0, 2)).reshape(-1)
 
 
 def _interactions(rep: Rep) -> tuple[list[tuple[int, int]], list[_Interaction], list[np.ndarray]]:
@@ -81,13 +102,13 @@ def _interactions(rep: Rep) -> tuple[list[tuple[int, int]], list[_Interaction], 
     n = rep.size
     blocks = rep.canonical_blocks()
     block_of, copy_of, local_of = object_index(blocks, n)
-    sources = {_block_key(blk.leaves): blk.pos for blk in blocks if blk.size > 1}
+    sources = {_block_key(blk.leaves): b for b, blk in enumerate(blocks) if blk.size > 1}
     shapes, out = [], []
     for hb in (rep >> rep).canonical_blocks():
         src = sources.get(_block_key(hb.leaves))
         if src is None:
             continue
-        k = min(src.shape[0], hb.size)
+        k = min(blocks[src].mult, hb.size)
         w = len(shapes)
         shapes.append((hb.mult, k))
         rows, cols = hb.pos // n, hb.pos % n
@@ -105,7 +126,7 @@ def _interactions(rep: Rep) -> tuple[list[tuple[int, int]], list[_Interaction], 
             if hb.size != d_out * d_in or (s_map < 0).any() or (grid < 0).any() or not (
                     s_map[a, c] == np.arange(hb.size)[None, :]).all():
                 raise ValueError(f"BiLinear: the blocks of {rep!r} >> itself are not laid out as object pairs")
-            out.append(_Interaction(w, grid, src[:k][:, s_map.reshape(-1)], blocks[i].pos, blocks[o].pos, o))
+            out.append(_Interaction(w, grid, src, s_map, k, i, o))
     return shapes, out, [blk.pos for blk in blocks]
 
 
@@ -121,10 +142,10 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
     symkit draws ``N(0, 1/k)``).
 
     ``W(x)`` is never formed: see the module docstring for the two contraction orders, chosen per pair of object
-    types by their cost. ``multiply_adds`` counts a forward pass's multiply-adds per sample (batched and plain
-    matrix products); ``weight_products`` lists its products with the weights, ``(rows per sample, inner, columns)``
-    each: ``sum(r * i * c)`` of them is the part of ``multiply_adds`` that no choice of order can remove (every
-    weight meets every entry of the object it multiplies, once per sample).
+    types by their cost, and the layout. ``multiply_adds`` counts a forward pass's multiply-adds per sample (batched
+    and plain matrix products); ``weight_products`` lists its products with the weights, ``(rows per sample, inner,
+    columns)`` each: ``sum(r * i * c)`` of them is the part of ``multiply_adds`` that no choice of order can remove
+    (every weight meets every entry of the object it multiplies, once per sample).
     """
 
     def __init__(self, rep: Rep, scale: float = 0.1, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -139,44 +160,89 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
         self.weights = nn.ParameterList(
             nn.Parameter(on(torch.randn(m, k, dtype=f["dtype"]) / math.sqrt(k), f)) for m, k in shapes)
         starts = np.cumsum([0, *(m * k for m, k in shapes)])[:-1]  # of each parameter in their concatenation
-        # Interactions share matrix products: those contracted P first by output block (their P side by side, one
-        # product with their weights stacked), those contracted Z first by input block (one product of x_I with
-        # their weights side by side). Every operand read from x is gathered at once (one gather, one scatter back).
-        groups: dict[tuple, list[int]] = {}
+
+        def buffer(name: str, values: np.ndarray) -> str:  # an index: int32 (half the memory) where it fits
+            small = values.size == 0 or int(values.max()) < 2**31 - 1
+            self.register_buffer(name, torch.as_tensor(values.reshape(-1), dtype=torch.int32 if small else torch.long,
+                                                       device=device), persistent=False)
+            return name
+
+        # the objects: per block (copies, entries), read as (entries, copies); then each group's source matrices
+        # (below) in the layout its per-sample product takes. One gather reads them all (``read_index``).
+        self._blocks = [pos.shape for pos in block_pos]
+        order = np.concatenate([pos.T.reshape(-1) for pos in block_pos]) if block_pos else np.zeros(0, np.int64)
+        if not np.array_equal(np.sort(order), np.arange(self.size)):
+            raise ValueError(f"BiLinear: the canonical blocks of {rep!r} do not cover each of its entries once")
+        self._block_offsets = np.cumsum([0, *(pos.size for pos in block_pos)])[:-1].tolist()
+        buffer("block_index", order)
+        buffer("unpermute", np.argsort(order))
+        # the products with the weights, in units: P first, one per output block of scalars (the interactions' P
+        # side by side) and else one per interaction; Z first, one per input block of scalars (their weights side
+        # by side) and else one per interaction. Every unit's weights are one (rows, columns) matrix in ``w``, the
+        # flat gather of the parameters (each parameter entry read once: the gather is a permutation).
+        units: dict[tuple, list[int]] = {}
         for t, it in enumerate(interactions):
-            key = ("z", tuple(it.inp)) if it.weights_first else ("p", it.out_block)
-            groups.setdefault(key, []).append(t)
-        self._groups, reads = [], []
+            kind, b = ("z", it.in_block) if it.weights_first else ("p", it.out_block)
+            units.setdefault((kind, b) if self._blocks[b][1] == 1 else (kind, b, t), []).append(t)
+        self._units: list[tuple] = []  # (kind, block, weight offset, rows, columns, interactions)
+        place: dict[int, tuple[int, int, int]] = {}  # interaction -> (unit, its rows (P) or columns (Z) there)
+        index: list[np.ndarray] = []
+        for key, members in sorted(units.items(), key=lambda kv: kv[0][0] == "z"):  # P first first
+            parts = [interactions[t].weight_index(starts[interactions[t].weight]) for t in members]
+            matrix = np.concatenate(parts, axis=1 if key[0] == "z" else 0)
+            lo = 0
+            for t, part in zip(members, parts):
+                width = part.shape[1] if key[0] == "z" else part.shape[0]
+                place[t] = (len(self._units), lo, lo + width)
+                lo += width
+            self._units.append((key[0], key[1], sum(q.size for q in index), *matrix.shape, members))
+            index.append(matrix.reshape(-1))
+        # the per-sample products, in groups: P first by input block (their source matrices stacked by rows, one
+        # product with the block), Z first by output block (sources and Z stacked along the contraction, one
+        # product that also sums them). Only interactions of at most MERGE_ENTRIES entries per sample of P (or Z)
+        # share a group, for the copies that assembling and splitting them cost; the others have one each.
+        grouped: dict[tuple, list[int]] = {}
+        for t, it in enumerate(interactions):
+            m_out, m_in, k, d_in, d_out = it.shape
+            kind, b, entries = ("z", it.out_block, d_in * k * m_out) if it.weights_first else (
+                "p", it.in_block, d_out * k * m_in)
+            grouped.setdefault((kind, b) if entries <= MERGE_ENTRIES else (kind, b, t), []).append(t)
+        self._groups: list[tuple] = []  # (kind, block, offset in the gathered input, stacked size, interactions)
+        self._plan: list[tuple | None] = [None] * len(interactions)
+        sources, offset = [], self.size
+        for key, members in grouped.items():
+            parts = [interactions[t].source_index(block_pos[interactions[t].src_block]) for t in members]
+            lo = 0
+            for t in members:
+                m_out, m_in, k, d_in, d_out = interactions[t].shape
+                width = d_out * k if key[0] == "p" else d_in * k  # rows of the stacked M, or its columns
+                self._plan[t] = (key[0], interactions[t].out_block, interactions[t].in_block, k, d_out, d_in, m_out,
+                                 m_in, *place[t], len(self._groups), lo, lo + width)
+                lo += width
+            d_out = interactions[members[0]].shape[4]
+            stacked = np.concatenate([q.reshape(-1, q.size // d_out if key[0] == "z" else 1) for q in parts],
+                                     axis=1 if key[0] == "z" else 0).reshape(-1)
+            self._groups.append((key[0], key[1], offset, lo, members))
+            sources.append(stacked)
+            offset += stacked.size
+        buffer("read_index", np.concatenate([order, *sources]))
+        w_index = np.concatenate(index) if index else np.zeros(0, np.int64)
+        buffer("w_index", w_index)
+        buffer("w_inverse", np.argsort(w_index))
+        self._param_sizes = [m * k for m, k in shapes]
+        # the products with the weights that no order avoids: for P first, one per output type (the interactions'
+        # P side by side), for Z first one per input type (their weights side by side)
+        groups: dict[tuple[str, int], list] = {}
+        for it in interactions:
+            groups.setdefault(("z", it.in_block) if it.weights_first else ("p", it.out_block), []).append(it)
         #: ``(rows per sample, inner, columns)`` of each product with the weights (one per group, forward pass)
         self.weight_products: list[tuple[int, int, int]] = []
-        for g, ((kind, _), members) in enumerate(groups.items()):
-            its = [interactions[t] for t in members]
-            index = [starts[it.weight] + it.w_index for it in its]
-            if kind == "z":  # weights (m_I, sum K m_O): each member's (j, k, i) block side by side
-                m_in = its[0].shape[1]
-                index = [i.reshape(m_in, -1) for i in index]
-                reads.append(its[0].inp)
-            self.register_buffer(f"w_index_{g}", torch.as_tensor(np.concatenate(index, axis=-1 if kind == "z" else 0)
-                                                                 .reshape(-1), dtype=torch.long, device=device),
-                                 persistent=False)
-            for it in its:
-                reads += [it.src] if kind == "z" else [it.inp, it.src]
-            # Z first: the shared input's (m_I, d_I); P first: the shared output's (m_O, d_O)
-            m, d = (its[0].shape[1], its[0].shape[3]) if kind == "z" else (its[0].shape[0], its[0].shape[4])
-            # Z first: the widths of the members' columns of the shared product Z, split apart once per call
-            widths = [it.shape[2] * it.shape[0] for it in its] if kind == "z" else []
-            self._groups.append((kind, m, d, [(it.out_block, it.shape) for it in its], widths))
-            inner = m if kind == "z" else sum(it.shape[2] * it.shape[1] for it in its)  # P first: sum of K m_I
-            self.weight_products.append((d, inner, sum(widths) if kind == "z" else m))
-        self._read_sizes = [len(r) for r in reads]
-        self.register_buffer("reads", torch.as_tensor(np.concatenate(reads) if reads else np.zeros(0, np.int64),
-                                                      dtype=torch.long, device=device), persistent=False)
-        # the output: per block, the sum of its interactions laid out (a, i); one gather puts them in rep order
-        receives = {it.out_block for it in interactions}
-        self._out_blocks = [(o, pos.size, o in receives) for o, pos in enumerate(block_pos)]
-        layout = np.concatenate([pos.T.reshape(-1) for pos in block_pos]) if block_pos else np.zeros(0, np.int64)
-        self.register_buffer("unpermute", torch.as_tensor(np.argsort(layout), dtype=torch.long, device=device),
-                             persistent=False)
+        for (kind, b), its in groups.items():
+            m, d = self._blocks[b]
+            if kind == "z":  # x_I as (d_I rows per sample, m_I) times (m_I, sum K m_O)
+                self.weight_products.append((d, m, sum(it.shape[2] * it.shape[0] for it in its)))
+            else:  # P as (d_O rows per sample, sum K m_I) times (sum K m_I, m_O)
+                self.weight_products.append((d, sum(it.shape[2] * it.shape[1] for it in its), m))
 
     @property
     def rep_in(self) -> Rep:
@@ -192,41 +258,23 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
         for w in self.weights:
             w.copy_(torch.randn(w.shape, dtype=w.dtype) / math.sqrt(w.shape[1]))
 
-    def _group_weights(self) -> list[torch.Tensor]:
-        """Each group's weights (scaled), gathered from the parameters in the layout of its matrix product."""
-        if not self._groups:
-            return []
-        flat = torch.cat([w.reshape(-1) for w in self.weights]) * self.scale
-        return [flat.index_select(0, getattr(self, f"w_index_{g}")) for g in range(len(self._groups))]
+    def _flat_weights(self) -> tuple[torch.Tensor]:
+        """Every interaction's weights (scaled), gathered from the parameters in the layouts of their products into
+        one flat tensor; a one-element tuple, like the other layers' assembled weights in the eval cache."""
+        return (kernels.flat_weights(self, tuple(self.weights)),)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(lambda: f"BiLinear({self.rep!r})", self, x, self.size)
         lead = x.shape[:-1]
         n_b = math.prod(lead)
         x2 = x.reshape(n_b, self.size)  # not -1: a batch of 0 has no inferable size
-        acc: dict[int, torch.Tensor] = {}
-        operands = iter(torch.split(x2.index_select(1, self.reads), self._read_sizes, dim=1))
-        for (kind, m, d, members, widths), W in zip(self._groups, self._cached(self._group_weights)):
-            outs = []
-            if kind == "z":  # Z[b, (c, k), i] = sum_j x_j[c] w_ijk, then out[b, a, i] = sum_{c,k} M[a, c, k] Z
-                m_in, d_in = m, d
-                Z = next(operands).reshape(n_b * d_in, m_in) @ W.view(m_in, -1)
-                # one split, not a slice per member: a slice's backward fills a zero matrix of all of Z
-                for (_, (m_out, _, k, _, d_out)), Zk in zip(members, Z.split(widths, dim=1)):  # M: (a, c, k)
-                    Zt = Zk.reshape(n_b, d_in * k, m_out)
-                    outs.append(per_sample_matmul(next(operands).reshape(n_b, d_out, d_in * k), Zt)
-                                .view(n_b, d_out * m_out))
-            else:  # P[b, (a, k), j] = sum_c M[a, k, c] x_j[c] (M laid out (a, k, c)), then out = sum_{k,j} P w_ijk
-                m_out, d_out = m, d
-                P = []
-                for _, (_, m_in, k, d_in, _) in members:
-                    xi, M = next(operands), next(operands)  # (b, d_I m_I) laid out (c, j); M as (a, k, c)
-                    P.append(per_sample_matmul(M.reshape(n_b, d_out * k, d_in), xi.reshape(n_b, d_in, m_in))
-                             .view(n_b * d_out, k * m_in))
-                P = P[0] if len(P) == 1 else torch.cat(P, dim=1)
-                outs.append((P @ W.view(-1, m_out)).view(n_b, d_out * m_out))
-            for (o, _), out in zip(members, outs):  # P first: one result, for the members' common output block
-                acc[o] = out if o not in acc else acc[o] + out
-        pieces = [acc[o] if has else x2.new_zeros(n_b, size) for o, size, has in self._out_blocks]
-        y = torch.cat(pieces, dim=1).index_select(1, self.unpermute) if pieces else torch.zeros_like(x2)
+        if not self._plan:
+            return torch.zeros_like(x2).reshape(*lead, self.size)
+        params = tuple(self.weights)
+        if torch.compiler.is_compiling() or not kernels.is_plain(x2, *params):
+            y = kernels.composite(self, x2, self._cached(self._flat_weights)[0], per_sample_matmul)
+        elif torch.is_grad_enabled() and (x2.requires_grad or any(p.requires_grad for p in params)):
+            y = kernels.BiLinearFunction.apply(self, per_sample_matmul, x2, *params)
+        else:
+            y = kernels.fast_forward(self, x2, self._cached(self._flat_weights)[0], per_sample_matmul)[0]
         return y.reshape(*lead, self.size)

@@ -16,8 +16,9 @@ the same rollout error of the constant prediction ``z(t) = z0`` (a floor any lea
 of the angular momentum about z along the model's rollouts (conserved by an HNN with a continuous rotation
 symmetry, Figure 2.6).
 
-``wind=True`` runs the same on the windy pendulum of Sec. 3.5.1. :func:`train_dynamics` and :func:`evaluate_dynamics`
-are the reusable parts (any dynamics module, e.g. an RPP-EMLP inside a :class:`~symkit.nn.HamiltonianNet`).
+``wind=True`` runs the same on the windy pendulum of Sec. 3.5.1. The training is the library's
+:func:`symkit.train.train_dynamics`; :func:`evaluate_dynamics` (Table 2.2's metrics) is reusable too (any dynamics
+module, e.g. an RPP-EMLP inside a :class:`~symkit.nn.HamiltonianNet`).
 The measured cost and the sizes run are in docs/ode.md.
 """
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -47,11 +48,9 @@ from symkit.groups import DkeR3, Group, O2eR3, SO2eR3
 from symkit.nn import EMLP, MLP, HamiltonianNet, NeuralODE, rep_statistics, rollout, rollout_error
 from symkit.nn.ode import ADAPTIVE_METHODS, rollout_or_nan
 from symkit.reps import Scalar, V
-from symkit.train import Trainer
-from symkit.train.trainer import Hook, TrainResult
+from symkit.train import train_dynamics
 
-__all__ = ["KINDS", "MODELS", "PendulumConfig", "build_dynamics", "cached_data", "train_dynamics",
-           "evaluate_dynamics", "run"]
+__all__ = ["KINDS", "MODELS", "PendulumConfig", "build_dynamics", "cached_data", "evaluate_dynamics", "run"]
 
 KINDS = ("hnn", "node")
 MODELS = ("mlp", "emlp-so2", "emlp-o2", "emlp-d6")
@@ -129,46 +128,6 @@ def _chunk_tensors(chunks: PendulumChunks, dtype: torch.dtype) -> tuple[torch.Te
     return chunks.z0.to(dtype), chunks.times.to(dtype), chunks.z.to(dtype)
 
 
-def train_dynamics(dynamics: nn.Module, chunks: PendulumChunks, *, epochs: int = 2000, lr: float = 3e-3,
-                   batch_size: int = 500, method: str = "dopri5", rtol: float = 1e-4, atol: float = 1e-6,
-                   step_size: float | None = None, seed: int = 0,
-                   penalty: Callable[[nn.Module], torch.Tensor] | None = None, hooks: Sequence[Hook] = (),
-                   desc: str = "dynamics") -> TrainResult:
-    """Fit ``dynamics`` (``z -> dz/dt``) to trajectory chunks through ODE rollouts (Sec. 2.7.2): the loss of a batch
-    is ``mean |rollout(dynamics, z0, times) - z|^2`` over its chunks, times and state entries; Adam at ``lr``,
-    constant, for ``epochs`` passes over the chunks in seeded random batches of ``batch_size`` (one step per
-    epoch when the batch holds every chunk, the thesis's 500 of 500). ``penalty(model)`` is added to the loss (an
-    RPP prior, say). The :class:`~symkit.train.Trainer` takes one step per call of its full-batch objective, so its
-    "epochs" (in ``hooks`` and in the returned record) are optimiser steps. The chunks are cast to the dtype and
-    device of the model's parameters. Returns the trainer's record."""
-    params = [p for p in dynamics.parameters() if p.is_floating_point()]
-    if not params:
-        raise ValueError("train_dynamics: the dynamics module has no parameters to train")
-    dtype = params[0].dtype
-    device = params[0].device
-    z0, times, z = (t.to(device) for t in _chunk_tensors(chunks, dtype))
-    n = z0.shape[0]
-    bs = min(batch_size, n)
-    steps_per_epoch = math.ceil(n / bs)
-    generator = torch.Generator().manual_seed(seed)
-    queue: list[torch.Tensor] = []
-
-    def objective(model: nn.Module) -> torch.Tensor:
-        if bs == n:
-            idx = None
-        else:
-            if not queue:
-                queue.extend(torch.randperm(n, generator=generator).split(bs))
-            idx = queue.pop(0).to(device)
-        z0b, zb = (z0, z) if idx is None else (z0[idx], z[idx])
-        pred = rollout(model, z0b, times, rtol=rtol, atol=atol, method=method, step_size=step_size)
-        return (pred - zb).square().mean()
-
-    trainer = Trainer(dynamics, objective=objective, lr=lr, epochs=epochs * steps_per_epoch, seed=seed,
-                      penalty=penalty, hooks=hooks, desc=desc, **runtime.trainer_settings())
-    return trainer.fit()
-
-
 def evaluate_dynamics(dynamics: nn.Module, data: PendulumData, *, n_rollouts: int = 0, rollout_time: float = 30.0,
                       eval_rtol: float = 1e-4, eval_atol: float = 1e-6) -> dict[str, float]:
     """Table 2.2's metrics of a trained vector field on the test chunks of ``data``: ``rollout_error`` (the
@@ -225,7 +184,8 @@ def run(config: PendulumConfig) -> dict:
     dynamics = build_dynamics(config.kind, config.model, config.ch, config.num_layers, input_scale=scale,
                               device=runtime.device(), dtype=DTYPES[config.dtype])
     start = time.perf_counter()
-    result = train_dynamics(dynamics, data.train, epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
+    result = train_dynamics(dynamics, data.train, **runtime.trainer_settings(),
+                            epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
                             method=config.method, rtol=config.rtol, atol=config.atol,
                             step_size=config.step_size or None, seed=config.seed,
                             desc=f"{config.kind}/{config.model}")

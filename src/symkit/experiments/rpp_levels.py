@@ -43,13 +43,13 @@ import torch
 from symkit import runtime
 from symkit.datasets.tasks import SymmetricTask, task
 from symkit.experiments.fields import CountOrZero, NonNegative, Positive, Seed
-from symkit.experiments.pendulum import cached_data, evaluate_dynamics, state_scale, train_dynamics
+from symkit.experiments.pendulum import cached_data, evaluate_dynamics, state_scale
 from symkit.experiments.registry import Experiment, Plot, register
 from symkit.groups import SL, SO, Group, O, O2eR3
 from symkit.nn import EMLP, MLP, HamiltonianNet, Standardize
 from symkit.nn.rpp import RPPEMLP, equivariant_fraction, rpp_penalty
 from symkit.reps import Rep, Scalar, V
-from symkit.train import Trainer
+from symkit.train import Trainer, train_dynamics
 
 DATASETS = ("inertia", "pendulum")
 SETTINGS = ("exact", "approximate", "misspecified")
@@ -185,7 +185,8 @@ def _run_pendulum(config: Config, pendulum: SymmetricTask, G, size: dict[str, in
     device = runtime.device()
     net = build_model(config.model, 4 * V(G), Scalar, G, size["ch"], size["num_layers"]).to(device)
     hnn = HamiltonianNet(net, state_scale(data.train).to(device))
-    train_dynamics(hnn, data.train, epochs=size["epochs"], lr=config.lr, batch_size=size["batch_size"],
+    train_dynamics(hnn, data.train, **runtime.trainer_settings(), epochs=size["epochs"], lr=config.lr,
+                   batch_size=size["batch_size"],
                    method="rk4", seed=config.seed, penalty=_penalty(config),
                    desc=f"{config.model}/pendulum/{config.setting}")
     metrics = evaluate_dynamics(hnn, data)

@@ -1,0 +1,73 @@
+"""Fitting a vector field to trajectory chunks through ODE rollouts (thesis Sec. 2.7.2): :func:`train_dynamics`.
+
+The data are chunks of true trajectories, any object with ``z0`` ``(n, d)`` (the start states), ``times`` ``(T,)``
+(from 0) and ``z`` ``(n, T, d)`` (the states at those times; :class:`symkit.datasets.pendulum.PendulumChunks` is
+one). The loss of a batch of chunks is the mean square error of the model's rollouts from their starts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from symkit.nn.ode import rollout
+from symkit.train.trainer import Hook, Trainer, TrainResult
+
+__all__ = ["train_dynamics"]
+
+
+def _chunk_tensors(chunks: Any, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
+    try:
+        z0, times, z = chunks.z0, chunks.times, chunks.z
+    except AttributeError:
+        raise TypeError(f"train_dynamics: chunks must have z0, times and z tensors, got {type(chunks).__name__}"
+                        ) from None
+    if not (z0.ndim == 2 and times.ndim == 1 and z.shape == (z0.shape[0], times.shape[0], z0.shape[1])):
+        raise ValueError(f"train_dynamics: chunks must be z0 (n, d), times (T,) and z (n, T, d); got z0 "
+                         f"{tuple(z0.shape)}, times {tuple(times.shape)}, z {tuple(z.shape)}")
+    return tuple(t.to(device=device, dtype=dtype) for t in (z0, times, z))
+
+
+def train_dynamics(dynamics: nn.Module, chunks: Any, *, epochs: int = 2000, lr: float = 3e-3,
+                   batch_size: int = 500, method: str = "dopri5", rtol: float = 1e-4, atol: float = 1e-6,
+                   step_size: float | None = None, seed: int = 0,
+                   penalty: Callable[[nn.Module], torch.Tensor] | None = None, hooks: Sequence[Hook] = (),
+                   desc: str = "dynamics", precision: str = "32", max_epochs: int | None = None,
+                   max_batches: int | None = None) -> TrainResult:
+    """Fit ``dynamics`` (``z -> dz/dt``) to trajectory ``chunks`` through ODE rollouts (Sec. 2.7.2): the loss of a
+    batch is ``mean |rollout(dynamics, z0, times) - z|^2`` over its chunks, times and state entries; Adam at ``lr``,
+    constant, for ``epochs`` passes over the chunks in seeded random batches of ``batch_size`` (one step per
+    epoch when the batch holds every chunk, the thesis's 500 of 500). ``penalty(model)`` is added to the loss (an
+    RPP prior, say). The :class:`~symkit.train.Trainer` takes one step per call of its full-batch objective, so its
+    "epochs" (in ``hooks``, in ``max_epochs`` and in the returned record) are optimiser steps; ``precision`` and
+    the limits go to it. The chunks are cast to the dtype and device of the model's parameters. Returns the
+    trainer's record."""
+    params = [p for p in dynamics.parameters() if p.is_floating_point()]
+    if not params:
+        raise ValueError("train_dynamics: the dynamics module has no parameters to train")
+    z0, times, z = _chunk_tensors(chunks, params[0].dtype, params[0].device)
+    n = z0.shape[0]
+    bs = min(batch_size, n)
+    steps_per_epoch = math.ceil(n / bs)
+    generator = torch.Generator().manual_seed(seed)
+    queue: list[torch.Tensor] = []
+
+    def objective(model: nn.Module) -> torch.Tensor:
+        if bs == n:
+            idx = None
+        else:
+            if not queue:
+                queue.extend(torch.randperm(n, generator=generator).split(bs))
+            idx = queue.pop(0).to(z0.device)
+        z0b, zb = (z0, z) if idx is None else (z0[idx], z[idx])
+        pred = rollout(model, z0b, times, rtol=rtol, atol=atol, method=method, step_size=step_size)
+        return (pred - zb).square().mean()
+
+    trainer = Trainer(dynamics, objective=objective, lr=lr, epochs=epochs * steps_per_epoch, seed=seed,
+                      penalty=penalty, hooks=hooks, desc=desc, precision=precision, max_epochs=max_epochs,
+                      max_batches=max_batches)
+    return trainer.fit()

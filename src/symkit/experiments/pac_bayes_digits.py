@@ -192,15 +192,17 @@ def _holdout(config: PacBayesDigitsConfig, model: torch.nn.Module, train: Data, 
 
 
 def points(quick: bool) -> list[dict]:
-    """The runs of a sweep: every (data, model, intrinsic dimension, rate) of the subspace grid, and the hold-out
-    bound of each (data, model). Quick: the two models' subspace bounds on upright digits at d = 200 (where a
-    non-vacuous bound is in reach of 15 epochs), and their hold-out bounds on quarter-turned digits."""
+    """The runs of a sweep: every (data, model, intrinsic dimension, rate) of the subspace grid, and the hold-out and
+    the pruning (Table A.18's baseline) bound of each (data, model). Quick: the two models' subspace bounds on
+    upright digits at d = 200 (where a non-vacuous bound is in reach of 15 epochs), and their hold-out bounds on
+    quarter-turned digits."""
     if quick:
         return ([{"data": "upright", "model": b, "method": "subspace", "intrinsic_dim": 200} for b in MODELS]
                 + [{"data": "rot90", "model": b, "method": "holdout"} for b in MODELS])
     grid = [{"data": a, "model": b, "method": "subspace", "intrinsic_dim": d, "lr": r}
             for a in ("rot90", "upright") for b in MODELS for d in DIMS for r in RATES]
-    return grid + [{"data": a, "model": b, "method": "holdout"} for a in ("rot90", "upright") for b in MODELS]
+    return (grid + [{"data": a, "model": b, "method": "holdout"} for a in ("rot90", "upright") for b in MODELS]
+            + [{"data": a, "model": b, "method": "pruning"} for a in ("rot90", "upright") for b in MODELS])
 
 
 def summarize(rows: Iterable[Mapping[str, Any]]) -> str:

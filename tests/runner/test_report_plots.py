@@ -231,3 +231,14 @@ def test_cumulative_contributions_keep_their_labels_inside_a_plainly_saved_figur
     assert _inside(fig, ax.xaxis.label) and _inside(fig, ax.yaxis.label)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["cnn", "vit"]
     plt.close(fig)
+
+
+def test_without_x_takes_any_of_a_tuple_of_values():
+    """pac-bayes-digits' hold-out and pruning bounds both have no intrinsic dimension: neither is placed on it."""
+    from symkit.experiments import get_experiment
+    from symkit.runner.report import _without_x
+
+    [plot, *_] = get_experiment("pac-bayes-digits").plots
+    assert _without_x({"method": "pruning"}, plot.without_x) and _without_x({"method": "holdout"}, plot.without_x)
+    assert not _without_x({"method": "subspace"}, plot.without_x) and not _without_x({}, plot.without_x)
+    assert not _without_x({"method": "holdout"}, {})

@@ -244,10 +244,11 @@ register(
         quick_sweep={"seed": (0,)},
         points=points,
         plots=(
-            Plot(x="intrinsic_dim", y="bound", hue="model", logx=True, without_x={"method": "holdout"},
-                 title="Error bound against intrinsic dimension (hold-out: no dimension)"),
-            Plot(x="intrinsic_dim", y="quantized_test_error", hue="model", logx=True, without_x={"method": "holdout"},
-                 title="Test error of the compressed model (hold-out: no dimension)"),
+            Plot(x="intrinsic_dim", y="bound", hue="model", logx=True, without_x={"method": ("holdout", "pruning")},
+                 title="Error bound against intrinsic dimension (hold-out and pruning: no dimension)"),
+            Plot(x="intrinsic_dim", y="quantized_test_error", hue="model", logx=True,
+                 without_x={"method": ("holdout", "pruning")},
+                 title="Test error of the compressed model (hold-out and pruning: no dimension)"),
         ),
     )
 )

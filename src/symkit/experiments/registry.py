@@ -115,8 +115,9 @@ class Plot:
     title: str = ""
     kind: str = "line"  # "line", "bar", "box" (one box of the per-seed values per x and hue) or "scatter"
     diagonal: bool = False  # draw the line y = x (for "ours against the paper" scatter plots)
-    #: config values of the runs for which ``x`` means nothing (``{"method": "holdout"}``: a hold-out bound has no
-    #: intrinsic dimension); these runs, and those without ``x``, are drawn as labelled horizontal lines
+    #: config values of the runs for which ``x`` means nothing (``{"method": ("holdout", "pruning")}``: those bounds
+    #: have no intrinsic dimension; a tuple is any of its values); these runs, and those without ``x``, are drawn as
+    #: labelled horizontal lines
     without_x: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

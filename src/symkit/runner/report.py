@@ -16,6 +16,7 @@ import csv
 import io
 import math
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -301,6 +302,13 @@ def _matches(config: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
     return all(k in config and _same(config[k], v) for k, v in where.items())
 
 
+def _without_x(config: Mapping[str, Any], without_x: Mapping[str, Any]) -> bool:
+    """Whether ``config`` has the settings ``without_x`` names (a tuple of values: any of them)."""
+    return bool(without_x) and all(
+        k in config and any(_same(config[k], v) for v in (want if isinstance(want, tuple) else (want,)))
+        for k, want in without_x.items())
+
+
 def _has_y(plot: Plot, group: Group) -> bool:
     y = group.mean.get(plot.y)
     return _is_number(y) or isinstance(y, bool)
@@ -308,7 +316,7 @@ def _has_y(plot: Plot, group: Group) -> bool:
 
 def _placed(plot: Plot, group: Group) -> bool:
     """Whether the group has a place on the x axis: it has ``x`` and ``x`` means something for it."""
-    return group.value(plot.x) is not None and not (plot.without_x and _matches(group.config, plot.without_x))
+    return group.value(plot.x) is not None and not _without_x(group.config, plot.without_x)
 
 
 def _declared_order(experiment: Experiment, key: str) -> list[str]:
@@ -358,7 +366,7 @@ def _unplaced(experiment: Experiment, plot: Plot, group: Group) -> bool:
     """A group drawn as a horizontal line: ``x`` is a config field it has no value of, or ``plot.without_x`` names
     its setting (a group without the metric ``x`` has nothing to be drawn against and is left out)."""
     return _has_y(plot, group) and not _placed(plot, group) and (
-        plot.x in experiment.field_names() or (bool(plot.without_x) and _matches(group.config, plot.without_x)))
+        plot.x in experiment.field_names() or _without_x(group.config, plot.without_x))
 
 
 def reference_series(experiment: Experiment, plot: Plot, groups: Sequence[Group]) -> dict[str, list[Group]]:
@@ -449,8 +457,13 @@ def plot_figure(experiment: Experiment, plot: Plot, groups: Sequence[Group]) -> 
             return None
         return categories.index(c) + (width * (i + 0.5) - 0.4 if plot.kind in ("bar", "box") else 0.0)
 
+    palette = [f"C{i}" for i in range(10)]
+    if len(series) > 10:  # more series than the default cycle's colours: tab20's, so no two series share one
+        from matplotlib import colormaps
+
+        palette = [colormaps["tab20"](i) for i in range(20)]
     for i, (label, members) in enumerate(series.items()):
-        colour = colours[label] = f"C{i % 10}"
+        colour = colours[label] = palette[i % len(palette)]
         members = sorted(members, key=lambda g: categories.index(canonical_json(g.value(plot.x))) if categorical
                          else float(g.value(plot.x)))
         ys = [float(g.mean[plot.y]) for g in members]
@@ -537,9 +550,13 @@ def plot_figure(experiment: Experiment, plot: Plot, groups: Sequence[Group]) -> 
         ax.set_xticks([])
     if plot.kind == "bar" and not plot.logy and all(float(g.mean[plot.y]) >= 0 for g in rows):
         ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1e-12))
+    swept = not categorical and plot.x in experiment.field_names() and 1 < len(all_x) <= 10
     if plot.logx and not categorical and rows:
         ax.set_xscale("log")
-    elif not categorical and plot.x in experiment.field_names() and 1 < len(all_x) <= 10:
+        if swept:  # tick the values run, written plainly (log-axis labels of 3x10^2 and 4x10^2 overlap)
+            ax.set_xticks(sorted(all_x), [f"{v:g}" for v in sorted(all_x)])
+            ax.minorticks_off()
+    elif swept:
         ax.set_xticks(sorted(all_x))  # a swept setting: tick exactly the values that were run
     if plot.logy:
         ax.set_yscale("log")
@@ -558,6 +575,7 @@ def plot_figure(experiment: Experiment, plot: Plot, groups: Sequence[Group]) -> 
     left_out = sum(_has_y(plot, g) and not _placed(plot, g) and not _unplaced(experiment, plot, g) for g in groups)
     if left_out:
         notes.append(f"{count(left_out, 'setting')} without {plot.x} not shown")
+    title = "\n".join(textwrap.wrap(title, 60))  # a long title stays over the axes, beside an outside legend
     ax.set_title(title + "".join(f"\n{n}" for n in notes), fontsize=12 if not notes else 10)
     ax.grid(True, alpha=0.3, which="both")
     handles, labels = ax.get_legend_handles_labels()

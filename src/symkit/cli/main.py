@@ -577,12 +577,11 @@ def _shared_settings(configs: list[dict]) -> dict:
 
 
 def _ago(seconds: float) -> str:
-    """``"40 s"``, ``"12 min"``, ``"3.5 h"``, ``"2.0 days"``."""
-    if seconds < 90:
-        return f"{max(seconds, 0):.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
+    """``"40 s"``, ``"12 min"``, ``"3.5 h"``, ``"2.0 days"`` (:func:`symkit.runner.sweep.format_seconds`, imported
+    when needed: the command starts without the runner)."""
+    from symkit.runner.sweep import format_seconds
+
+    return format_seconds(seconds)
 
 
 def _checkpointed(exp: Experiment) -> dict[tuple[str, Any], tuple[dict, Any]]:

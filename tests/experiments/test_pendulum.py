@@ -1,8 +1,8 @@
-"""pendulum (thesis Sec. 2.7.2, Table 2.2) at its quick size (100 training chunks, 32 channels, 2 layers, 150 epochs
+"""pendulum (thesis Sec. 2.7.2, Table 2.2) at its quick size (100 training chunks, 32 channels, 2 layers, 100 epochs
 of RK4 rollouts, 10 s test rollouts of 10 systems), trained for 300 epochs where the check needs it. Measured at 300
-epochs: the MLP-HNN's rollout error about 0.04 against the constant prediction's 0.18 (a factor of 4.5; 0.055 at the
-quick scale's 150), the untrained model's above the constant's; an EMLP-O(2) HNN keeps the angular momentum about z
-to the solver's tolerance (drift about 3e-4 of L_z's spread, the MLP-HNN about 1)."""
+epochs: the MLP-HNN's rollout error about 0.04 against the constant prediction's 0.18 (a factor of 4.5), the
+untrained model's above the constant's; an EMLP-O(2) HNN keeps the angular momentum about z to the solver's
+tolerance (drift about 3e-4 of L_z's spread, the MLP-HNN about 1)."""
 
 import math
 

@@ -222,7 +222,7 @@ EXPERIMENT = register(
         config=PendulumConfig,
         run=run,
         validate=_validate,
-        quick={"n_train": 100, "n_val": 20, "n_test": 20, "ch": 32, "num_layers": 2, "epochs": 150,
+        quick={"n_train": 100, "n_val": 20, "n_test": 20, "ch": 32, "num_layers": 2, "epochs": 100,
                "batch_size": 100, "n_rollouts": 10, "rollout_time": 10.0},
         sweep={"kind": KINDS, "model": MODELS, "seed": (0, 1, 2)},
         quick_sweep={"kind": ("hnn",), "model": ("mlp", "emlp-o2"), "seed": (0,)},

@@ -292,6 +292,14 @@ class Experiment:
         """The config's field names, in declaration order."""
         return [f.name for f in dataclasses.fields(self.config)]
 
+    def fixed_fields(self) -> list[str]:
+        """The config fields that no sweep or run list varies (nor the seed): those that say at what scale a run
+        ran (``symkit.runner.report.scale_of``) and which runs share a scale (``runner.sweep.estimate_seconds``)."""
+        swept = {"seed", *self.sweep, *(self.quick_sweep or {}), *(self.paper_sweep or {})}
+        if self.points is not None:
+            swept |= {k for quick in (False, True) for point in self.points(quick) for k in point}
+        return [k for k in self.field_names() if k not in swept]
+
     def field_types(self) -> dict[str, Any]:
         """The config's field types (resolved annotations), by name."""
         try:

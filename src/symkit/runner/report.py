@@ -39,10 +39,7 @@ def scale_of(experiment: Experiment, config: Mapping[str, Any]) -> str:
     ``--scale paper`` value (or its default, for an experiment whose defaults are the paper's setup,
     ``paper_scale=None``), ``default`` when each has its default, ``quick`` when each has its quick value,
     ``modified`` otherwise."""
-    swept = {"seed", *experiment.sweep, *(experiment.quick_sweep or {}), *(experiment.paper_sweep or {})}
-    if experiment.points is not None:
-        swept |= {k for quick in (False, True) for point in experiment.points(quick) for k in point}
-    fixed = [k for k in experiment.field_names() if k not in swept and k in config]
+    fixed = [k for k in experiment.fixed_fields() if k in config]
 
     def matches(scale: str) -> bool:
         # the scale's values only: no validation, which may look for data files a report does not read

@@ -672,15 +672,6 @@ class Estimate:
         return max(self.seconds / self.jobs, self.longest) if self.runs else 0.0
 
 
-def _fixed_fields(experiment: Experiment) -> list[str]:
-    """The config fields no sweep of ``experiment`` varies (nor its seed): those that say at what scale a run ran
-    (as :func:`symkit.runner.report.scale_of` judges it)."""
-    swept = {"seed", *experiment.sweep, *(experiment.quick_sweep or {}), *(experiment.paper_sweep or {})}
-    if experiment.points is not None:
-        swept |= {k for quick in (False, True) for point in experiment.points(quick) for k in point}
-    return [k for k in experiment.field_names() if k not in swept]
-
-
 def estimate_seconds(experiment: Experiment, specs: Sequence[RunSpec], store: Store | Sequence[RunRecord],
                      jobs: int = 1, left: Mapping[tuple[str, int], float] | None = None) -> Estimate:
     """Estimate the run time of ``specs`` (the runs a sweep would run) from the times measured for the stored
@@ -702,7 +693,7 @@ def estimate_seconds(experiment: Experiment, specs: Sequence[RunSpec], store: St
     records = store.runs(experiment.name, status="ok") if isinstance(store, Store) else [
         r for r in store if r.experiment == experiment.name and r.status == "ok"]
     records = [r for r in records if r.duration > 0]
-    fixed = _fixed_fields(experiment)
+    fixed = experiment.fixed_fields()
 
     def scale_key(config: Mapping[str, Any]) -> str:
         complete = experiment.complete(config)

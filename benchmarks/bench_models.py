@@ -16,7 +16,7 @@ docs/core.md); without it the column reads "not installed". A per-layer table ti
 layer type at ch=384, batch 500 against ``nn.Linear`` of the same size and against the layer's own products with its
 weights (dense matmuls of their shapes, timed beside it: what the layer costs over its arithmetic).
 
-Every symkit process first calls ``symkit.allocator.keep_freed_memory()`` (as the ``symkit`` command does: freed
+Every symkit process first calls ``symkit.lab.allocator.keep_freed_memory()`` (as the ``symkit`` command does: freed
 memory stays in the process, so a step does not fault its temporaries' pages in again); ``--glibc-defaults`` leaves
 the allocator as it is, to compare.
 
@@ -418,7 +418,7 @@ def main() -> None:
     parser.add_argument("--emlp-timeout", type=float, default=900.0)
     bc.add_device_option(parser)
     parser.add_argument("--glibc-defaults", action="store_true",
-                        help="leave glibc's allocator thresholds as they are (default: symkit.allocator."
+                        help="leave glibc's allocator thresholds as they are (default: symkit.lab.allocator."
                              "keep_freed_memory() in every symkit process, as the symkit command does)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -426,7 +426,7 @@ def main() -> None:
         os.environ["SYMKIT_BENCH_ALLOCATOR"] = "glibc-defaults" if args.glibc_defaults else "keep-freed-memory"
     kept = False
     if os.environ.get("SYMKIT_BENCH_ALLOCATOR") == "keep-freed-memory":
-        from symkit.allocator import keep_freed_memory
+        from symkit.lab.allocator import keep_freed_memory
 
         kept = keep_freed_memory()
     if args.one:
@@ -444,7 +444,7 @@ def main() -> None:
           f"{bc.describe(device)}" + ("" if device.type == "cpu" else ", emlp 1.0.3 on the CPU (JAX in its own venv)"))
     print("peak MB: tensor memory of a training step (parameters, buffers and Adam's state, plus the peak of what the "
           f"step allocates); rise MB: {bc.MemoryRise.what(device)} over the first step")
-    print("allocator: " + ("freed memory kept for reuse (symkit.allocator.keep_freed_memory)" if kept else
+    print("allocator: " + ("freed memory kept for reuse (symkit.lab.allocator.keep_freed_memory)" if kept else
                            "glibc's defaults" if args.glibc_defaults else "the platform's (not glibc)"))
     print(f"{'group':<8}{'ch':>5}{'batch':>6}  {'model':<11}{'fwd ms':>9}{'step ms':>10}{'step/MLP':>10}"
           f"{'MACs/MLP':>10}{'peak MB':>9}{'peak/MLP':>10}{'rise MB':>9}{'params':>9}")

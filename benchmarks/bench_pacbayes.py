@@ -23,7 +23,7 @@ noisy: compare the ratios of one run.
 ``--device`` puts the nets, projectors and data of this section on that device, each step waited for there; peak MB
 is then the device's memory (``benchcommon.MemoryRise``: the CUDA allocator's peak, the MPS driver's allocation).
 ``--precision bf16`` runs the forward pass and loss of each step under bfloat16 autocast, as ``symkit reproduce
---precision bf16`` trains (``symkit.runtime.autocast``); full training runs under it too.
+--precision bf16`` trains (``symkit.lab.runtime.autocast``); full training runs under it too.
 
 Section "coding" (``benchmarks/pacbayes_coding.py``): encode and decode throughput of the arithmetic coder for
 d in {1e3 .. 1e6} codes of 7 and 50 levels, and its real message length against ceil(d H) + 2 and a Huffman code:
@@ -82,8 +82,8 @@ def measure_step(net_name: str, kind: str, d: int, budget: float, device: str = 
     import torch
     import torch.nn.functional as F
 
-    from symkit import runtime
     from symkit.datasets.digits import load_digits_images
+    from symkit.lab import runtime
     from symkit.pacbayes.subspace import SubspaceModel
 
     torch.set_num_threads(1)

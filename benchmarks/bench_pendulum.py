@@ -34,7 +34,7 @@ import torch
 
 import benchcommon as bc
 from symkit.datasets import pendulum as P
-from symkit.experiments.pendulum import build_dynamics, state_scale, train_dynamics
+from symkit.lab.experiments.pendulum import build_dynamics, state_scale, train_dynamics
 from symkit.nn import rollout, rollout_error
 
 

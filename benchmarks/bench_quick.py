@@ -32,7 +32,7 @@ def time_quick(name: str, folder: Path) -> tuple[int, float, float, str]:
     """(return code, wall seconds, CPU seconds, the sweep's summary line or else the last line of output) of one
     experiment's quick sweep."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "symkit.cli", "reproduce", name, "--quick", "-e", "local",
+    cmd = [sys.executable, "-m", "symkit.lab.cli", "reproduce", name, "--quick", "-e", "local",
            "--store", str(folder / f"{name}.db")]
     cpu0, t0 = _children_cpu(), time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -46,7 +46,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated experiment names (default: every experiment)")
     args = parser.parse_args()
-    from symkit.experiments.registry import all_experiments
+    from symkit.lab.experiments.registry import all_experiments
 
     names = [n for n in args.only.split(",") if n] or list(all_experiments())
     print(f"`symkit reproduce NAME --quick`, one thread, local executor; bound {BOUND_S:.0f} s of one core")

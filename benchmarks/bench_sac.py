@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 import benchcommon as bc
-from symkit import runtime
-from symkit.allocator import keep_freed_memory
+from symkit.lab import runtime
+from symkit.lab.allocator import keep_freed_memory
 
 #: (label, kind, hidden, critic freeze, compiled, the equivariant networks' prior: make_sac's joint_signs and torso)
 ROWS = (("relu-mlp", "relu-mlp", "rl-code", True, False, {}),

@@ -30,7 +30,7 @@ import time
 import torch
 
 import benchcommon as bc
-from symkit import runtime
+from symkit.lab import runtime
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def build(kind: str, cfg_dict: dict, labels: list[int] | None, samples: int) -> torch.nn.Module:
     """The model of one row, on the current run's device (``runtime.using``)."""
     from symkit.discover.baselines import AugerinoPermutation
-    from symkit.experiments.sharing_sum import SumSharingConfig, _net
+    from symkit.lab.experiments.sharing_sum import SumSharingConfig, _net
 
     cfg = SumSharingConfig(**cfg_dict)
     if kind == "ours":
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, device: torch.device) -> None:
     from symkit.actions.partition import partition_distance
     from symkit.discover.baselines import AugerinoPermutation
     from symkit.discover.bilevel import fit_model_parameters
-    from symkit.experiments.sharing_sum import (
+    from symkit.lab.experiments.sharing_sum import (
         SumSharingConfig,
         _net,
         discover,

@@ -33,8 +33,8 @@ import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 import benchcommon as bc  # noqa: E402
-from symkit.experiments.thesis_tables import compute_rank, thesis_cells  # noqa: E402
 from symkit.groups import O13, SO, SU, O, RubiksCube, S, SO11p, SO13p, Sp, Z  # noqa: E402,F401
+from symkit.lab.experiments.thesis_tables import compute_rank, thesis_cells  # noqa: E402
 from symkit.linalg.operators import KronSumOp  # noqa: E402
 from symkit.reps import T, V, clear_memory_cache  # noqa: E402,F401
 

@@ -26,7 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from symkit import runtime
+from symkit.lab import runtime
 
 __all__ = ["MemoryRise", "TensorMemory", "add_device_option", "describe", "device_of", "has_float64", "resident_bytes",
            "settings", "synchronize"]
@@ -44,7 +44,7 @@ def add_device_option(parser: argparse.ArgumentParser, *, precision: bool = Fals
     parser.add_argument("--device", default="cpu", help=text)
     if precision:
         parser.add_argument("--precision", default="32", choices=runtime.PRECISIONS,
-                            help="32: float32; bf16: bfloat16 autocast of the timed forward passes (symkit.runtime)")
+                            help="32: float32; bf16: bfloat16 autocast of the timed forward passes")
 
 
 def device_of(args: argparse.Namespace) -> torch.device:

@@ -148,7 +148,7 @@ def main() -> None:
     parser.add_argument("--deterministic", action="store_true",
                         help="play the mean actions (as the evaluations do) instead of sampling them")
     args = parser.parse_args()
-    from symkit.experiments.rl_sac import NETWORK_FIELDS, SACConfig
+    from symkit.lab.experiments.rl_sac import NETWORK_FIELDS, SACConfig
     from symkit.rl import preset
     from symkit.rl.sac import load_sac
 

@@ -6,13 +6,13 @@ import textwrap
 
 import pytest
 
-from symkit.allocator import MMAP_THRESHOLD_MAX, keep_freed_memory
+from symkit.lab.allocator import MMAP_THRESHOLD_MAX, keep_freed_memory
 
 STEPS = textwrap.dedent("""
     import resource, sys
     import torch
     import symkit.nn  # the libraries a training script loads (they change how glibc's heap grows)
-    from symkit.allocator import keep_freed_memory
+    from symkit.lab.allocator import keep_freed_memory
 
     kept = keep_freed_memory() if sys.argv[1] == "keep" else False
     sizes = [3 << 20, 5 << 20, 1 << 20, 7 << 20, 2 << 20]  # a step's temporaries, 18 MiB in all

@@ -21,11 +21,17 @@ def _contracts() -> dict[str, dict]:
     return {c["id"]: c for c in config["contracts"]}
 
 
+def _modules(folder: Path, prefix: str) -> set[str]:
+    """The packages and modules directly in ``folder``, as ``prefix.<name>``."""
+    names = {p.name for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    names |= {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    return {f"{prefix}.{n}" for n in names}
+
+
 def _top_level() -> set[str]:
-    """Every top-level package and module of symkit, as ``symkit.<name>``."""
-    names = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    names |= {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"}
-    return {f"symkit.{n}" for n in names}
+    """Every top-level package and module of symkit, as ``symkit.<name>``, with the lab's (``symkit.lab.<name>``)
+    in place of ``symkit.lab``."""
+    return (_modules(SRC, "symkit") - {"symkit.lab"}) | _modules(SRC / "lab", "symkit.lab")
 
 
 def test_every_package_has_a_layer():
@@ -33,13 +39,16 @@ def test_every_package_has_a_layer():
     assert layered == _top_level(), f"add new packages to the layers contract: {sorted(layered ^ _top_level())}"
 
 
-def test_every_library_package_is_kept_from_the_lab():
-    lab = {"symkit.runtime", "symkit.store", "symkit.experiments", "symkit.runner", "symkit.cli"}
-    plumbing = {"symkit._checks", "symkit._locks", "symkit._stopping", "symkit._text", "symkit.allocator",
-                "symkit.progress", "symkit.stats"}
+def test_the_lab_is_one_package_and_the_library_is_kept_from_it():
+    """Everything that runs experiments (the command, runner, registry, store, run context and their plumbing) is
+    under ``symkit.lab``; every other package but the shared plumbing is library, and none of it imports the lab."""
+    assert _modules(SRC / "lab", "symkit.lab") == {
+        "symkit.lab.runtime", "symkit.lab.store", "symkit.lab.experiments", "symkit.lab.runner", "symkit.lab.cli",
+        "symkit.lab.allocator", "symkit.lab._text"}
+    plumbing = {"symkit._checks", "symkit._locks", "symkit._stopping", "symkit.progress", "symkit.stats"}
     library = set(_contracts()["library"]["source_modules"])
-    assert library == _top_level() - lab - plumbing
-    assert lab | {"typer", "pydantic", "ray", "matplotlib"} <= set(_contracts()["library"]["forbidden_modules"])
+    assert library == _modules(SRC, "symkit") - {"symkit.lab"} - plumbing
+    assert {"symkit.lab", "typer", "pydantic", "ray", "matplotlib"} <= set(_contracts()["library"]["forbidden_modules"])
 
 
 def test_the_import_contracts_hold():
@@ -52,7 +61,7 @@ def test_the_library_imports_without_the_labs_dependencies():
     code = ("import sys; [sys.modules.__setitem__(m, None) for m in ('typer', 'pydantic', 'ray', 'matplotlib')]; "
             "import symkit.nn, symkit.reps, symkit.measure, symkit.marglik, symkit.pacbayes, symkit.discover, "
             "symkit.dynamics, symkit.train, symkit.testing, symkit.groups, symkit.actions, symkit.datasets; "
-            "assert 'symkit.runtime' not in sys.modules, 'the library imported the run context'")
+            "assert 'symkit.lab.runtime' not in sys.modules, 'the library imported the run context'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
 

@@ -40,7 +40,7 @@ def test_the_library_works_without_the_experiments_extra():
 
 def test_the_command_without_the_lab_extra_says_how_to_install_it():
     code = ("import sys; sys.modules['typer'] = None; sys.argv = ['symkit', 'list']; "
-            "from symkit.cli import main; main()")
+            "from symkit.lab.cli import main; main()")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip() == ("symkit: the command needs typer, which is not installed; install the lab extra: "

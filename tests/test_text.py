@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from symkit._text import count
+from symkit.lab._text import count
 
 
 def test_one_is_singular_and_every_other_count_plural():

@@ -19,7 +19,7 @@ def toy():
     """The toy experiment, registered in this process for the test only (other suites never see it)."""
     import symkit_cli_toy
 
-    from symkit.experiments import registry
+    from symkit.lab.experiments import registry
 
     registry._REGISTRY[symkit_cli_toy.NAME] = symkit_cli_toy.EXPERIMENT
     yield symkit_cli_toy.EXPERIMENT
@@ -31,7 +31,7 @@ def toy_scaled():
     """The toy experiment with its own paper scale and paper sweep, registered for the test only."""
     import symkit_cli_toy
 
-    from symkit.experiments import registry
+    from symkit.lab.experiments import registry
 
     registry._REGISTRY[symkit_cli_toy.SCALED] = symkit_cli_toy.SCALED_EXPERIMENT
     yield symkit_cli_toy.SCALED_EXPERIMENT

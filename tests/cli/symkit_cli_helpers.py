@@ -44,7 +44,7 @@ def obey_file_permissions() -> None:
 
 
 def symkit_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "symkit.cli", *args]
+    return [sys.executable, "-m", "symkit.lab.cli", *args]
 
 
 def run_symkit(*args: str, timeout: float = 240, obey_permissions: bool = False,

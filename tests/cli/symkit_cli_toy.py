@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from symkit._stopping import deferred_stop
-from symkit.experiments.fields import Count
-from symkit.experiments.registry import Experiment, PaperValue, Plot, register
+from symkit.lab.experiments.fields import Count
+from symkit.lab.experiments.registry import Experiment, PaperValue, Plot, register
 from symkit.progress import progress_bar
 
 NAME = "cli-toy"
@@ -89,8 +89,8 @@ SCALED = "cli-toy-scaled"
 
 def run_scaled(config: ToyConfig) -> dict:
     """The toy's metrics and the run settings this run saw (to check that they reach every executor's workers)."""
-    from symkit import runtime
-    from symkit.runtime import epochs
+    from symkit.lab import runtime
+    from symkit.lab.runtime import epochs
 
     settings = runtime.current()
     return {**run(config), "device": settings.device, "data_dir": settings.data_dir or "", "epochs": epochs(50),

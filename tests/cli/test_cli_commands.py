@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from symkit.cli.main import app
-from symkit.experiments.registry import all_experiments
-from symkit.store import Store
+from symkit.lab.cli.main import app
+from symkit.lab.experiments.registry import all_experiments
+from symkit.lab.store import Store
 
 
 @pytest.fixture
@@ -167,7 +167,7 @@ def test_reproduce_keeps_an_archive_of_the_finished_runs_as_it_goes(runner, toy,
     """``--archive FILE``: each finished run is added to the runs archive as soon as it is stored, so a sweep stopped
     later (here by its time limit, in its second run) leaves the first in the archive; failed runs are not archived;
     the archive imports into an empty store as the runs were stored."""
-    from symkit.store.archive import read_archive
+    from symkit.lab.store.archive import read_archive
 
     db, archive = tmp_path / "s.db", tmp_path / "results" / "toy.jsonl"
     monkeypatch.setenv("SYMKIT_TOY_SAVE", str(tmp_path / "saved.log"))  # the second run stops when told to
@@ -312,7 +312,7 @@ def test_help_lists_the_commands(runner):
 
 
 def test_a_broken_experiment_module_does_not_hide_the_others(runner, toy, monkeypatch):
-    from symkit.experiments import registry
+    from symkit.lab.experiments import registry
 
     all_experiments()  # the real modules are imported once; discovery below only re-reads them
     monkeypatch.setattr(registry, "_DISCOVERED", False)
@@ -329,16 +329,16 @@ def test_a_broken_experiment_module_does_not_hide_the_others(runner, toy, monkey
 @pytest.mark.parametrize("seconds,text", [(-1.0, "0 s"), (40.4, "40 s"), (12 * 60, "12 min"), (3.5 * 3600, "3.5 h"),
                                           (2 * 86400, "2.0 days")])
 def test_ages_of_unfinished_runs_read_in_a_sensible_unit(seconds, text):
-    from symkit.cli.main import _ago
+    from symkit.lab.cli.main import _ago
 
     assert _ago(seconds) == text
 
 
 def test_the_archive_summary_counts_runs_another_sweep_added_meanwhile(tmp_path, capsys):
     """Two sweeps archiving to one file: each one's closing line gives the file's size at its end, not at its start."""
-    from symkit.cli.main import _ArchiveKeeper
-    from symkit.store import Store
-    from symkit.store.archive import export_runs
+    from symkit.lab.cli.main import _ArchiveKeeper
+    from symkit.lab.store import Store
+    from symkit.lab.store.archive import export_runs
 
     archive = tmp_path / "runs.jsonl"
     store = Store(tmp_path / "a.db")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from symkit.cli.main import app
-from symkit.runner import demo as demo_module
-from symkit.store import Store
+from symkit.lab.cli.main import app
+from symkit.lab.runner import demo as demo_module
+from symkit.lab.store import Store
 
 
 def test_demo_runs_the_listed_experiments_and_writes_reports_with_plots(toy, tmp_path, monkeypatch):

@@ -5,21 +5,21 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-import symkit.experiments.thesis_tables as thesis_tables  # noqa: E402
-from symkit.cli.main import app
-from symkit.runner.sweep import SweepError, plan, run_sweep
-from symkit.store import Store
+import symkit.lab.experiments.thesis_tables as thesis_tables  # noqa: E402
+from symkit.lab.cli.main import app
+from symkit.lab.runner.sweep import SweepError, plan, run_sweep
+from symkit.lab.store import Store
 
 
 @pytest.fixture
 def ranks_experiment():
-    from symkit.experiments.registry import get_experiment
+    from symkit.lab.experiments.registry import get_experiment
 
     return get_experiment("ranks")
 
 
 def test_ranks_metrics_are_our_rank_the_thesis_value_and_a_match_flag(ranks_experiment, tmp_path):
-    from symkit.experiments.ranks import select_points
+    from symkit.lab.experiments.ranks import select_points
 
     points = [p for p in select_points("quick", group="S(4)") if p["table"] == "A.2"]
     assert {p["rep"] for p in points} == {f"T({k})" for k in range(1, 8)}
@@ -38,7 +38,7 @@ def test_ranks_metrics_are_our_rank_the_thesis_value_and_a_match_flag(ranks_expe
 
 
 def test_filters_select_the_right_cells():
-    from symkit.experiments.ranks import select_points, tensor_order
+    from symkit.lab.experiments.ranks import select_points, tensor_order
 
     assert tensor_order("T(3)") == 3 and tensor_order("T(3,2)") == 5 and tensor_order("weird") is None
     small = select_points("all", max_rank=2)
@@ -99,8 +99,8 @@ def test_an_unknown_table_group_lists_the_known_ones_in_a_fresh_process(monkeypa
 def test_the_registered_paper_values_are_the_thesis_tables_numbers():
     """Every number of Tables A.1-A.8 is a paper value of its own cell (238 of them); lower bounds, blanks and the
     cells beyond the thesis are not; Table A.3's are the reference generators' group, not the physical cube's."""
-    from symkit.experiments import get_experiment
-    from symkit.experiments.ranks import find_cell
+    from symkit.lab.experiments import get_experiment
+    from symkit.lab.experiments.ranks import find_cell
 
     paper = get_experiment("ranks").paper
     assert len(paper) == 238

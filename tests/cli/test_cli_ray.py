@@ -9,8 +9,8 @@ import pytest
 import ray  # noqa: E402  (the ray extra is part of the test install)
 from symkit_cli_helpers import HERE
 
-from symkit.runner.sweep import plan, run_sweep
-from symkit.store import Store
+from symkit.lab.runner.sweep import plan, run_sweep
+from symkit.lab.store import Store
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Literal
 
 import pytest
 
-from symkit.experiments.registry import Experiment, Plot, import_experiment
+from symkit.lab.experiments.registry import Experiment, Plot, import_experiment
 
 
 @dataclass
@@ -72,7 +72,7 @@ def test_plot_kind_is_checked():
 def test_import_experiment_imports_the_module_that_registers_it(monkeypatch):
     import sys
 
-    from symkit.experiments import registry
+    from symkit.lab.experiments import registry
 
     monkeypatch.delitem(sys.modules, "symkit_cli_toy", raising=False)  # restored afterwards
     # the real registry without the toy (a stand-in dict would keep what discovery imports here, and modules
@@ -86,8 +86,8 @@ def test_import_experiment_imports_the_module_that_registers_it(monkeypatch):
 
 
 def test_stored_json_comes_back_as_the_same_config():
-    from symkit.experiments.registry import config_from_json
-    from symkit.store import canonical_json
+    from symkit.lab.experiments.registry import config_from_json
+    from symkit.lab.store import canonical_json
 
     cfg = Cfg(n=3, sizes=(4, 5, 6), pair=(2, "y"), limit=None, mode="slow")
     back = config_from_json(Cfg, __import__("json").loads(canonical_json(cfg.__dict__)))
@@ -106,12 +106,12 @@ def test_config_values_of_the_wrong_type_are_rejected(field, value, expected):
 
 
 def test_every_number_in_every_built_in_config_declares_its_range():
-    """Ranges are declared on the fields (symkit.experiments.fields): a new numeric field without one fails here."""
-    from symkit.experiments.registry import _bare, all_experiments
+    """Ranges are declared on the fields (symkit.lab.experiments.fields): a new numeric field without one fails here."""
+    from symkit.lab.experiments.registry import _bare, all_experiments
 
     missing = []
     for name, exp in all_experiments().items():
-        if not exp.config.__module__.startswith("symkit.experiments."):
+        if not exp.config.__module__.startswith("symkit.lab.experiments."):
             continue  # the toy experiment of these tests
         limits = exp.field_limits()
         for field_name, tp in exp.field_types().items():

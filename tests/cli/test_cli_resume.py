@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from symkit_cli_helpers import cli_env, default_sigint, executions, run_symkit, symkit_cmd
 
-from symkit.store import Store
+from symkit.lab.store import Store
 
 # 2 sizes x 8 seeds; each run sleeps so that the sweep is still going when the test stops it
 SWEEP = ["reproduce", "cli-toy", "--quick", "--seeds", "0-7", "--set", "sleep=0.2"]

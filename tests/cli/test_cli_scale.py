@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from symkit import runtime
-from symkit.cli.main import app
-from symkit.runner.report import aggregate
-from symkit.runner.sweep import SweepError, plan, run_sweep
-from symkit.store import Store
+from symkit.lab import runtime
+from symkit.lab.cli.main import app
+from symkit.lab.runner.report import aggregate
+from symkit.lab.runner.sweep import SweepError, plan, run_sweep
+from symkit.lab.store import Store
 
 
 def invoke(*args: str):
@@ -118,7 +118,7 @@ def test_compile_is_a_run_setting_refused_without_a_cpp_compiler_and_sent_to_the
 def test_a_bare_cuda_device_becomes_one_gpu_per_pool_worker(monkeypatch):
     import torch
 
-    from symkit.runner import sweep
+    from symkit.lab.runner import sweep
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(sweep, "_WORKER_SLOT", 3)
@@ -130,11 +130,11 @@ def test_a_bare_cuda_device_becomes_one_gpu_per_pool_worker(monkeypatch):
 
 
 def test_a_report_labels_scales_without_the_data_folder_a_paper_config_checks_for(tmp_path, monkeypatch):
-    from symkit.experiments.registry import get_experiment
+    from symkit.lab.experiments.registry import get_experiment
 
     monkeypatch.delenv("SYMKIT_DATA", raising=False)
     exp = get_experiment("pac-bayes-digits")  # its paper scale names a missing data folder when a config is made
     quick = plan(exp, scale="quick")[0]
-    from symkit.runner.report import scale_of
+    from symkit.lab.runner.report import scale_of
 
     assert scale_of(exp, quick.config) == "quick"

@@ -13,8 +13,8 @@ def test_the_command_and_sweep_workers_leave_report_only_libraries_unimported():
     """``symkit --help`` needs no torch; a sweep (and each of its spawned workers, which import the same modules)
     needs neither scipy.stats nor matplotlib, which only reports use: scipy.stats alone took 1.5-2 s of each
     ``symkit reproduce`` start (5.3 s -> 3.0 s here)."""
-    code = ("import sys; import symkit.cli.main; print('torch' in sys.modules); "
-            "import symkit.runner.sweep, symkit.store, symkit.experiments.registry; "
+    code = ("import sys; import symkit.lab.cli.main; print('torch' in sys.modules); "
+            "import symkit.lab.runner.sweep, symkit.lab.store, symkit.lab.experiments.registry; "
             "print(sorted(m for m in ('scipy.stats', 'matplotlib') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from symkit.cli.main import app
-from symkit.runner.sweep import estimate_line, estimate_seconds, plan
-from symkit.store import Store
+from symkit.lab.cli.main import app
+from symkit.lab.runner.sweep import estimate_line, estimate_seconds, plan
+from symkit.lab.store import Store
 
 
 def _record(store: Store, toy, seconds: float, seed: int, failed: bool = False, **settings) -> None:

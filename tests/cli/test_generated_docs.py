@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from symkit.cli.main import app
-from symkit.experiments import unreproduced
-from symkit.experiments.registry import Experiment, PaperValue
-from symkit.runner.docs_tables import find_blocks, parse_spec, refresh_docs, render_blocks, select_columns
-from symkit.runner.reproductions import (
+from symkit.lab.cli.main import app
+from symkit.lab.experiments import unreproduced
+from symkit.lab.experiments.registry import Experiment, PaperValue
+from symkit.lab.runner.docs_tables import find_blocks, parse_spec, refresh_docs, render_blocks, select_columns
+from symkit.lab.runner.reproductions import (
     CONTRADICTS,
     MISSING,
     NEEDS,
@@ -28,9 +28,9 @@ from symkit.runner.reproductions import (
     builtin_experiments,
     experiment_rows,
 )
-from symkit.runner.sweep import check_archived_run
-from symkit.store import Store
-from symkit.store.archive import import_archives
+from symkit.lab.runner.sweep import check_archived_run
+from symkit.lab.store import Store
+from symkit.lab.store.archive import import_archives
 
 ROOT = Path(__file__).resolve().parents[2]
 ARCHIVES = sorted((ROOT / "results").glob("*.jsonl"))
@@ -126,7 +126,7 @@ def test_a_marker_keeps_the_columns_it_names_in_its_order():
 
 
 def test_a_marker_naming_no_table_or_no_runs_is_refused_with_the_choices(archived, tmp_path):
-    from symkit.runner.docs_tables import _Tables
+    from symkit.lab.runner.docs_tables import _Tables
 
     tables = _Tables(archived)
     text = "<!-- symkit:table rl-sac/nonsense -->\n<!-- /symkit:table -->\n"
@@ -219,7 +219,7 @@ def test_every_builtin_experiment_names_a_document_and_every_need_an_experiment(
 
 
 def test_experiments_registered_from_outside_symkit_get_no_row(monkeypatch):
-    from symkit.experiments import registry
+    from symkit.lab.experiments import registry
 
     monkeypatch.setitem(registry._REGISTRY, NAME, _experiment())
     assert NAME in registry.all_experiments() and NAME not in builtin_experiments()

@@ -21,10 +21,10 @@ import pydantic
 import pytest
 from symkit_cli_helpers import cli_env, executions, run_symkit, symkit_cmd
 
-from symkit.experiments.fields import Count
-from symkit.experiments.registry import Experiment
-from symkit.runner import sweep as sweep_mod
-from symkit.store import Store, StoreError
+from symkit.lab.experiments.fields import Count
+from symkit.lab.experiments.registry import Experiment
+from symkit.lab.runner import sweep as sweep_mod
+from symkit.lab.store import Store, StoreError
 
 
 def _assert_one_line_error(proc: subprocess.CompletedProcess, code: int, *fragments: str) -> None:
@@ -75,7 +75,7 @@ def _nan_run(config: _NanConfig) -> dict:
 
 
 def test_a_run_with_non_finite_metrics_is_stored_as_failed(tmp_path, monkeypatch):
-    from symkit.experiments import registry
+    from symkit.lab.experiments import registry
 
     exp = Experiment("probe-nan", "nan metrics", "nothing", _NanConfig, _nan_run)
     monkeypatch.setitem(registry._REGISTRY, exp.name, exp)
@@ -264,7 +264,7 @@ def _sqlite_opens_read_only(monkeypatch) -> None:
 
 
 def test_the_demo_checks_its_store_before_it_runs(tmp_path, toy, toy_log, monkeypatch):
-    from symkit.runner.demo import run_demo
+    from symkit.lab.runner.demo import run_demo
 
     _toy_store(tmp_path / "demo.db")
     _sqlite_opens_read_only(monkeypatch)
@@ -276,7 +276,7 @@ def test_the_demo_checks_its_store_before_it_runs(tmp_path, toy, toy_log, monkey
 def test_a_store_timeout_that_is_not_a_number_names_the_variable(tmp_path, toy, monkeypatch):
     from typer.testing import CliRunner
 
-    from symkit.cli.main import app
+    from symkit.lab.cli.main import app
 
     _toy_store(tmp_path / "s.db")
     for value, reason in [("abc", "expected a number of seconds"), ("inf", "must be a finite number of seconds"),
@@ -292,7 +292,7 @@ def test_the_meta_device_is_refused_before_anything_runs(tmp_path, toy, toy_log)
     with the devices symkit runs on."""
     from typer.testing import CliRunner
 
-    from symkit.cli.main import app
+    from symkit.lab.cli.main import app
 
     result = CliRunner().invoke(app, ["reproduce", "cli-toy", "--quick", "--device", "meta", "--store",
                                       str(tmp_path / "s.db")], catch_exceptions=False)
@@ -323,7 +323,7 @@ def test_a_smoke_run_that_fails_is_one_line_naming_the_error(tmp_path, monkeypat
     summary names a failed run, not the run's traceback (which ``SYMKIT_DEBUG=1`` shows)."""
     from typer.testing import CliRunner
 
-    from symkit.cli.main import app
+    from symkit.lab.cli.main import app
 
     images = _truncated_mnist(tmp_path / "data")
     args = ["reproduce", "lee-rotmnist", "--scale", "paper", "--seeds", "0", "--data-dir", str(tmp_path / "data"),
@@ -345,7 +345,7 @@ def test_a_time_limit_that_ends_before_the_first_run_starts_is_reported(tmp_path
     command still stops as at the limit, exit 124 and the line saying how to carry on, not 130 and no message."""
     from typer.testing import CliRunner
 
-    from symkit.cli.main import app
+    from symkit.lab.cli.main import app
 
     def setting_up(specs):  # the sweep's set-up, here until the limit's signal interrupts it
         deadline = time.monotonic() + 120

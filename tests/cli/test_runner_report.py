@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from symkit.experiments.registry import Experiment, PaperValue, Plot
-from symkit.runner.report import aggregate, build_report, plot_series
-from symkit.store import Store
+from symkit.lab.experiments.registry import Experiment, PaperValue, Plot
+from symkit.lab.runner.report import aggregate, build_report, plot_series
+from symkit.lab.store import Store
 
 
 @dataclass
@@ -94,7 +94,7 @@ def test_figures_hook_gets_the_successful_runs_and_its_files_join_the_plots(reco
 
 
 def test_dynamics_report_draws_the_drift_curves_of_each_group(tmp_path):
-    from symkit.experiments import get_experiment
+    from symkit.lab.experiments import get_experiment
 
     exp = get_experiment("dynamics-drift")
     store = Store(tmp_path / "s.db")
@@ -111,7 +111,7 @@ def test_dynamics_report_draws_the_drift_curves_of_each_group(tmp_path):
 def test_box_plots_draw_every_seed_of_every_setting(records, tmp_path, monkeypatch):
     import matplotlib.axes
 
-    from symkit.runner.report import draw_plot
+    from symkit.lab.runner.report import draw_plot
 
     drawn = []
     original = matplotlib.axes.Axes.boxplot
@@ -132,7 +132,7 @@ def test_the_markdown_table_leaves_series_out_and_names_them(tmp_path):
     """A learning curve (a list longer than SERIES_LENGTH) has no readable cell: the markdown table leaves it out
     and names it, short lists stay, and the CSV keeps every metric; a metric that only some seeds stored says how
     many."""
-    from symkit.runner.report import SERIES_LENGTH
+    from symkit.lab.runner.report import SERIES_LENGTH
 
     store = Store(tmp_path / "s.db")
     for seed in range(2):

@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 from symkit_cli_helpers import executions
 
-from symkit.runner.sweep import SweepError, parse_assignments, parse_seeds, plan, run_sweep
-from symkit.store import Store
+from symkit.lab.runner.sweep import SweepError, parse_assignments, parse_seeds, plan, run_sweep
+from symkit.lab.store import Store
 
 
 def test_plan_is_the_grid_with_quick_overrides(toy):
@@ -91,7 +91,7 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(toy, toy_log, tmp_path,
 def test_a_run_returning_a_non_dict_is_a_recorded_failure(tmp_path, monkeypatch):
     from dataclasses import dataclass
 
-    from symkit.experiments import registry
+    from symkit.lab.experiments import registry
 
     @dataclass
     class C:
@@ -153,8 +153,8 @@ def test_a_field_added_later_keeps_the_stored_runs_as_they_were(tmp_path, monkey
     value, and a run at another value is a new run; a stored config without the field runs with the legacy value."""
     from dataclasses import dataclass
 
-    from symkit.experiments import registry
-    from symkit.runner.sweep import _from_json
+    from symkit.lab.experiments import registry
+    from symkit.lab.runner.sweep import _from_json
 
     seen = []
 
@@ -197,7 +197,7 @@ def test_workers_share_out_the_cores_the_sweep_may_use(monkeypatch):
 
     import torch
 
-    from symkit.runner import sweep
+    from symkit.lab.runner import sweep
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     assert [sweep.threads_per_worker(j) for j in (1, 2, 3, 4, 8)] == [4, 2, 1, 1, 1]
@@ -219,7 +219,7 @@ def test_a_stopped_pool_is_wound_down_before_the_sweep_returns():
     traceback after a clean Ctrl-C."""
     import time
 
-    from symkit.runner import sweep
+    from symkit.lab.runner import sweep
 
     pool = sweep._new_pool(1)
     busy = pool.submit(time.sleep, 30)

@@ -7,9 +7,9 @@ from math import comb, factorial, prod
 import numpy as np
 import pytest
 
-from symkit.experiments.thesis_tables import RankCell, compute_rank, format_tables, thesis_cells
 from symkit.groups import RubiksCube, S
 from symkit.groups.perm import pointwise_stabilizer
+from symkit.lab.experiments.thesis_tables import RankCell, compute_rank, format_tables, thesis_cells
 from symkit.reps import T
 
 QUICK = thesis_cells(tier="quick")

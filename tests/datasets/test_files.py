@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from symkit import runtime
 from symkit.datasets import files
 from symkit.datasets.cifar import load_cifar10
 from symkit.datasets.mnist import load_fashion_mnist, load_mnist
+from symkit.lab import runtime
 
 
 def _idx(array: np.ndarray) -> bytes:

@@ -1,6 +1,6 @@
 """Quick configs of the registered sharing experiments, each checked for a real property of its result."""
 
-from symkit.experiments import get_experiment
+from symkit.lab.experiments import get_experiment
 
 
 def test_gaussian_quick_penalties_help():

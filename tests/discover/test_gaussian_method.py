@@ -53,7 +53,7 @@ def test_table1_reproduces():
     (float32 gives ~0.95) and is not a test of the method. The ablation: PD(both) < PD(entropy) <= PD(none) + CIs,
     MSE(both) < MSE(none) for each K. A dropped penalty makes its row equal the row above: the strict ordering fails
     (rank penalty), or the PD bound at K = 2 and 4 (entropy penalty)."""
-    from symkit.experiments import get_experiment
+    from symkit.lab.experiments import get_experiment
 
     exp = get_experiment("sharing-gaussian")
     got = {}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from symkit.experiments import get_experiment
+from symkit.lab.experiments import get_experiment
 
 
 @pytest.mark.parametrize("group", ["rot", "perm"])
@@ -29,7 +29,7 @@ def test_unknown_group_is_rejected():
 
 
 def test_drift_figure_is_written(tmp_path):
-    from symkit.experiments.figures import plot_drift_curves
+    from symkit.lab.experiments.figures import plot_drift_curves
 
     curves = {f"{w}_curve_{k}": [0.0, 0.1 * (i + 1), 0.2 * (i + 1)] for i, k in enumerate(("nom", "aug", "equi"))
               for w in ("to_e", "travelled")}

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from symkit import runtime
 from symkit.actions import Rotations90
 from symkit.dynamics import LayerSpec, ProjectNet, full_batch_gradient
-from symkit.experiments import get_experiment
-from symkit.experiments.dynamics_drift import PAPER_GRAPHS, _task
+from symkit.lab import runtime
+from symkit.lab.experiments import get_experiment
+from symkit.lab.experiments.dynamics_drift import PAPER_GRAPHS, _task
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 from tiny_files import write_tiny_data  # noqa: E402

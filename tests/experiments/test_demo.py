@@ -22,8 +22,8 @@ import sys
 
 import pytest
 
-from symkit.runner.demo import DEMO_EXPERIMENTS
-from symkit.store import Store
+from symkit.lab.runner.demo import DEMO_EXPERIMENTS
+from symkit.lab.store import Store
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def demo(tmp_path_factory):
     """The default demo's output folder, after ``symkit demo --out OUT`` exited 0."""
     out = tmp_path_factory.mktemp("demo") / "demo"
     env = {**os.environ, "SYMKIT_PROGRESS": "0"}
-    result = subprocess.run([sys.executable, "-m", "symkit.cli", "demo", "--out", str(out)], env=env,
+    result = subprocess.run([sys.executable, "-m", "symkit.lab.cli", "demo", "--out", str(out)], env=env,
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr
     return out
@@ -56,8 +56,8 @@ def mse(demo):
 def test_the_demo_trains_at_the_sizes_these_checks_were_measured_at(demo):
     """emlp-data-efficiency: N = 1000, full width, 300 epochs of batches of 500; rpp-levels' inertia panels: N = 500,
     128 channels, 300 epochs of batches of 250 (``size="quick"`` in full)."""
-    from symkit.experiments import get_experiment
-    from symkit.experiments.rpp_levels import sizes
+    from symkit.lab.experiments import get_experiment
+    from symkit.lab.experiments.rpp_levels import sizes
 
     with Store(demo / "demo.db", readonly=True) as store:
         emlp = store.runs("emlp-data-efficiency", status="ok")
@@ -129,7 +129,7 @@ def test_the_constant_predictors_are_those_of_the_data(demo):
     """The baselines the checks above compare with are the data's, not numbers the runs could inflate: rpp-levels'
     quick inertia panels (500 training and 500 test points, seeds 0 and 1; 11.0 exact and misspecified, 13.5
     approximate) and emlp-data-efficiency's Inertia runs (seeds 3 s and 3 s + 2)."""
-    from symkit.experiments.rpp_levels import PANELS
+    from symkit.lab.experiments.rpp_levels import PANELS
 
     levels = _metrics(demo, "rpp-levels")
     want = {setting: _constant_mse(PANELS["inertia", setting][0], 500, 500, 0, 1)

@@ -4,7 +4,7 @@ quick Inertia runs (EMLP an order of magnitude below the MLP) are checked on the
 
 import pytest
 
-from symkit.experiments import get_experiment
+from symkit.lab.experiments import get_experiment
 
 
 def constant_mse(config) -> float:
@@ -30,8 +30,8 @@ def test_the_paper_values_sit_beside_full_size_runs_only():
 
 
 def test_only_the_valid_dataset_model_pairs_are_swept_and_others_are_refused():
-    from symkit.experiments.emlp_data_efficiency import MODELS_BY_DATASET, DataEfficiencyConfig, run
-    from symkit.runner.sweep import plan
+    from symkit.lab.experiments.emlp_data_efficiency import MODELS_BY_DATASET, DataEfficiencyConfig, run
+    from symkit.lab.runner.sweep import plan
 
     exp = get_experiment("emlp-data-efficiency")
     specs = plan(exp)

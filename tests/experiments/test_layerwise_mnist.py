@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from symkit import runtime
 from symkit.datasets.quadrant_digits import quadrant_mnist, transformed_mnist
 from symkit.datasets.sources import load_images
-from symkit.experiments.layerwise_common import PAPER_OPTIMISER
-from symkit.experiments.registry import get_experiment
+from symkit.lab import runtime
+from symkit.lab.experiments.layerwise_common import PAPER_OPTIMISER
+from symkit.lab.experiments.registry import get_experiment
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tiny_files import write_tiny_data  # noqa: E402

@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from symkit.experiments import get_experiment
-from symkit.experiments.lee_rotmnist import MaskedAutoencoder, patchify
+from symkit.lab.experiments import get_experiment
+from symkit.lab.experiments.lee_rotmnist import MaskedAutoencoder, patchify
 from symkit.nn.vision import ViT
 
 EXP = get_experiment("lee-rotmnist")
 
 
 def test_the_fine_tuned_mae_learns_rotated_digits():
-    from symkit.experiments.lee_rotmnist import rotated_data
+    from symkit.lab.experiments.lee_rotmnist import rotated_data
 
     cfg = EXP.make_config(quick=True, init="mae")
     m = EXP.run(cfg)

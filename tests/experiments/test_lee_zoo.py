@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from symkit import runtime
-from symkit.experiments import get_experiment
-from symkit.experiments.lee_zoo import summarize, synthetic_images
+from symkit.lab import runtime
+from symkit.lab.experiments import get_experiment
+from symkit.lab.experiments.lee_zoo import summarize, synthetic_images
 
 EXP = get_experiment("lee-zoo")
 ROOT = Path(__file__).resolve().parents[2]

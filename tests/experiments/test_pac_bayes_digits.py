@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from symkit.experiments import get_experiment
+from symkit.lab.experiments import get_experiment
 from symkit.pacbayes import catoni_bound, point_mass_kl_bits
 
 EXP = get_experiment("pac-bayes-digits")
@@ -46,7 +46,7 @@ def test_twins_have_about_the_same_number_of_weights(runs):
 
 
 def test_quarter_turned_digits_are_the_digits_turned(runs):
-    from symkit.experiments.pac_bayes_digits import PacBayesDigitsConfig, digits_data
+    from symkit.lab.experiments.pac_bayes_digits import PacBayesDigitsConfig, digits_data
 
     (x, _), _ = digits_data(PacBayesDigitsConfig(data="rot90"))
     (u, _), _ = digits_data(PacBayesDigitsConfig(data="upright"))

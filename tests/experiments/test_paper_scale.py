@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from symkit.cli.main import app
-from symkit.experiments.registry import all_experiments
+from symkit.lab.cli.main import app
+from symkit.lab.experiments.registry import all_experiments
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tiny_files import write_tiny_data  # noqa: E402

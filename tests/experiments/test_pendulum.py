@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from symkit.experiments import get_experiment
+from symkit.lab.experiments import get_experiment
 
 
 def constant_rollout_error(data, n_rollouts: int, duration: float) -> float:
@@ -26,7 +26,7 @@ def constant_rollout_error(data, n_rollouts: int, duration: float) -> float:
 
 
 def test_the_quick_hnn_learns_the_pendulum():
-    from symkit.experiments.pendulum import cached_data
+    from symkit.lab.experiments.pendulum import cached_data
 
     exp = get_experiment("pendulum")
     cfg = exp.make_config(quick=True, model="mlp", epochs=300)
@@ -65,7 +65,7 @@ def test_a_model_whose_long_rollouts_diverge_is_evaluated_not_lost():
     whole run after training; now those systems count as not finite and every metric stays finite."""
     import torch
 
-    from symkit.experiments.pendulum import cached_data, evaluate_dynamics
+    from symkit.lab.experiments.pendulum import cached_data, evaluate_dynamics
 
     class BlowsUpWhereXIsPositive(torch.nn.Module):  # dx/dt = x^2 on the first coordinate: finite-time blow-up
         def __init__(self):

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
-from symkit.experiments import get_experiment  # noqa: E402
-from symkit.experiments.rl_sac import checkpoint_dir, curve_groups, figures, shorter_run  # noqa: E402
+from symkit.lab.experiments import get_experiment  # noqa: E402
+from symkit.lab.experiments.rl_sac import checkpoint_dir, curve_groups, figures, shorter_run  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +96,7 @@ def test_the_config_checks():
 
 
 def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error():
-    from symkit.experiments.rl_sac import summarize
+    from symkit.lab.experiments.rl_sac import summarize
 
     steps = [0, 10, 20, 30, 40, 50]
     curves = {0: {"curve_steps": steps, "curve_returns": [0.0, 40.0, 20.0, 20.0, 30.0, 10.0]},
@@ -120,7 +120,7 @@ def test_the_summary_reads_every_seeds_curve_and_gives_mean_and_standard_error()
 def test_the_report_lists_each_seeds_return_at_every_tenth_of_its_steps():
     """The per-seed curve table: the last evaluation at or before each tenth of the run's steps (a run evaluated
     every 3 steps of 20 reads its returns at 0, 0, 3, 3, 6, ...), headed by the steps when every run shares them."""
-    from symkit.experiments.rl_sac import summarize
+    from symkit.lab.experiments.rl_sac import summarize
 
     steps = list(range(0, 21, 3)) + [20]  # 0, 3, ..., 18, 20
     curve = {"curve_steps": steps, "curve_returns": [float(s) for s in steps]}
@@ -144,7 +144,7 @@ def test_runs_of_other_settings_are_separate_rows_and_curves():
     """A run stored before ``bilinear_scale``, ``hidden``, ``target_entropy_scale`` and ``std_param`` existed had
     emlp's 0.1, uniform hidden reps, an entropy target of -|A| and an exp std: it is not summarised or drawn with runs
     of the RL code's settings; the MLPs have neither bilinear layers nor hidden reps, so their rows show neither."""
-    from symkit.experiments.rl_sac import summarize
+    from symkit.lab.experiments.rl_sac import summarize
 
     curve = {"curve_steps": [0, 10], "curve_returns": [0.0, 10.0]}
     old = {"env": "Hopper", "model": "rpp", "steps": 10}
@@ -169,8 +169,8 @@ def test_runs_of_other_settings_are_separate_rows_and_curves():
 def test_runs_stored_before_the_new_settings_keep_their_identity_and_checkpoints(tmp_path, monkeypatch):
     """A sweep at the legacy values (bilinear 0.1, uniform hidden reps, entropy -|A|) plans the very configs stored
     before the settings existed, so stored runs are not run again, and their checkpoint folders are found."""
-    from symkit.runner.sweep import plan
-    from symkit.store import config_hash
+    from symkit.lab.runner.sweep import plan
+    from symkit.lab.store import config_hash
 
     monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
     exp = get_experiment("rl-sac")
@@ -256,7 +256,7 @@ def test_a_run_continues_only_the_longest_finished_shorter_run_of_the_same_setti
 def test_the_report_lists_the_runs_in_progress_from_their_checkpoints(tmp_path, monkeypatch):
     """An unfinished run (checkpointed at 20,000 of 60,000 steps) shows in the summary with its progress and last
     and best returns; a finished one and a folder without a stored config do not."""
-    from symkit.experiments.rl_sac import in_progress, summarize
+    from symkit.lab.experiments.rl_sac import in_progress, summarize
 
     monkeypatch.setenv("SYMKIT_CHECKPOINTS", str(tmp_path))
     exp = get_experiment("rl-sac")
@@ -288,7 +288,7 @@ def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_give
     """The verdict reads the late return (the evaluations in the last fifth of the steps) by Welch's one-sided test:
     ahead or behind at p < 0.05 with three seeds a side, else level; fewer seeds are too few. An MLP run of other
     SAC settings (entropy target, std) is not a baseline; an MLP is the baseline of every bilinear scale."""
-    from symkit.experiments.rl_sac import MIN_SEEDS, comparisons, summarize
+    from symkit.lab.experiments.rl_sac import MIN_SEEDS, comparisons, summarize
 
     def row(model, finals, **settings):
         by_seed = {s: {"curve_steps": [0, 50, 100], "curve_returns": [0.0, f / 2, f]} for s, f in enumerate(finals)}
@@ -325,7 +325,7 @@ def test_each_equivariant_row_is_compared_with_the_mlps_of_its_settings_and_give
 def test_rpp_in_the_policy_only_is_a_model_compared_with_the_mlps_of_its_settings():
     """``model=rpp-policy`` (Figure A.2) passes the config checks, has the equivariant networks' settings in its
     row (its actor's bilinear scale and hidden reps) and is compared with the MLP rows as the RPP is."""
-    from symkit.experiments.rl_sac import comparisons
+    from symkit.lab.experiments.rl_sac import comparisons
 
     exp = get_experiment("rl-sac")
     exp.check_config(exp.make_config(quick=True, model="rpp-policy"))
@@ -346,7 +346,7 @@ def test_joint_signs_and_torso_are_equivariant_settings_compared_with_the_same_m
     negated inputs and outputs up to its initialisation's draw, and takes Table A.10's torso whatever ``torso``
     says): the ReLU MLP rows are the baseline of every value, the RPP rows are separate and named by their
     settings, and the environment is counted once."""
-    from symkit.experiments.rl_sac import comparisons, summarize
+    from symkit.lab.experiments.rl_sac import comparisons, summarize
 
     rl = {"env": "Ant", "steps": 100, "target_entropy_scale": 0.5, "std_param": "softplus"}
     net = {"bilinear_scale": 0.03, "hidden": "rl-code"}
@@ -378,7 +378,7 @@ def test_joint_signs_and_torso_are_equivariant_settings_compared_with_the_same_m
 
 def test_a_comparison_with_one_seed_on_a_side_prints_no_nan():
     """One seed leaves the standard error and p-value undefined: the report's cells say so (``–``), not ``nan``."""
-    from symkit.experiments.rl_sac import summarize
+    from symkit.lab.experiments.rl_sac import summarize
 
     def row(model, finals, **settings):
         by_seed = {s: {"curve_steps": [0, 50, 100], "curve_returns": [0.0, f / 2, f]} for s, f in enumerate(finals)}
@@ -394,7 +394,7 @@ def test_a_comparison_with_one_seed_on_a_side_prints_no_nan():
 def test_the_comparisons_are_drawn_one_panel_each_from_the_runs(tmp_path):
     """The figure regroups the runs into the report's rows (config but the seed), compares them as the table does,
     and draws a panel per comparison; without an MLP of the same settings there is nothing to draw."""
-    from symkit.experiments.rl_sac import TITLE_WIDTH, _rows, comparison_figure, comparisons, summarize
+    from symkit.lab.experiments.rl_sac import TITLE_WIDTH, _rows, comparison_figure, comparisons, summarize
 
     def run(model, seed, final, **settings):
         return {"config": {"env": "Hopper", "model": model, "steps": 100, "seed": seed, **settings}, "seed": seed,
@@ -449,8 +449,8 @@ def test_a_run_that_another_process_is_training_is_refused_not_trained_twice(tmp
     import multiprocessing
 
     from symkit._locks import RunInUse
-    from symkit.runner.sweep import plan, run_sweep, summary_lines
-    from symkit.store import Store
+    from symkit.lab.runner.sweep import plan, run_sweep, summary_lines
+    from symkit.lab.store import Store
 
     exp = get_experiment("rl-sac")
     config = exp.make_config(quick=True, model="relu-mlp")
@@ -487,9 +487,9 @@ def test_symkit_runs_lists_the_unfinished_runs_with_their_progress_and_who_train
     from typer.testing import CliRunner
 
     from symkit._locks import exclusive
-    from symkit.cli.main import app
-    from symkit.experiments.rl_sac import unfinished
-    from symkit.store import Store
+    from symkit.lab.cli.main import app
+    from symkit.lab.experiments.rl_sac import unfinished
+    from symkit.lab.store import Store
 
     exp = get_experiment("rl-sac")
     store_path = tmp_path / "runs.db"

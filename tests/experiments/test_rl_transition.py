@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
-from symkit.experiments import get_experiment  # noqa: E402
+from symkit.lab.experiments import get_experiment  # noqa: E402
 
 
 def _constant_error(config) -> float:

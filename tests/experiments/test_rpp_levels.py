@@ -4,7 +4,7 @@ and the orderings of thesis Figure 3.2 they show are checked on the runs of the 
 
 import pytest
 
-from symkit.experiments import get_experiment
+from symkit.lab.experiments import get_experiment
 
 EXP = get_experiment("rpp-levels")
 
@@ -20,8 +20,8 @@ def test_the_pendulum_panels_train_hamiltonian_networks_that_learn_the_windy_flo
     """The pendulum panels (Fig. 3.2, bottom) train HNNs through rollouts; at the pendulum's ``quick`` sizes (100
     chunks, 32 channels, 300 epochs, in full: not the quick scale's shorter training) an MLP-HNN on the windy
     pendulum reaches a chunk MSE of 0.002 against the constant prediction's 0.068 (seed 0)."""
-    from symkit.experiments.pendulum import cached_data
-    from symkit.experiments.rpp_levels import sizes
+    from symkit.lab.experiments.pendulum import cached_data
+    from symkit.lab.experiments.rpp_levels import sizes
 
     cfg = EXP.make_config(size="quick", dataset="pendulum", setting="approximate", model="mlp", seed=0)
     assert (sizes(cfg)["epochs"], sizes(cfg)["batch_size"]) == (300, 100)
@@ -37,7 +37,7 @@ def test_the_pendulum_panels_train_hamiltonian_networks_that_learn_the_windy_flo
 
 
 def test_each_panel_uses_its_data_and_group():
-    from symkit.experiments.rpp_levels import PANELS
+    from symkit.lab.experiments.rpp_levels import PANELS
 
     names = {panel: (data, group().name) for panel, (data, group) in PANELS.items()}
     assert names["pendulum", "approximate"][0] == "windy-pendulum"
@@ -47,7 +47,7 @@ def test_each_panel_uses_its_data_and_group():
 
 
 def test_the_rpp_decays_are_the_authors_per_data_set_unless_set():
-    from symkit.experiments.rpp_levels import decays
+    from symkit.lab.experiments.rpp_levels import decays
 
     assert decays(EXP.make_config(dataset="inertia")) == (1e-3, 1e2)
     assert decays(EXP.make_config(dataset="pendulum")) == (1e-5, 1e-5)
@@ -59,8 +59,8 @@ def test_each_rpp_decay_reaches_its_own_path():
     parameters read off their names), with two decays far apart so that a swap shows."""
     import torch
 
-    from symkit.experiments.rpp_levels import _penalty, build_model
     from symkit.groups import O
+    from symkit.lab.experiments.rpp_levels import _penalty, build_model
     from symkit.reps import Scalar, V
 
     G = O(3)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from symkit.datasets.quadrant_digits import quadrant_digits, transformed_digits
-from symkit.experiments.registry import get_experiment
+from symkit.lab.experiments.registry import get_experiment
 
 
 def test_quadrant_digits_place_each_digit_in_its_labelled_quadrant():
@@ -75,7 +75,7 @@ def test_layerwise_rotated_quick_run_learns_and_reports_three_paths():
 
 
 def test_quadrant_summary_gives_the_learned_minus_conv_difference_per_task():
-    from symkit.experiments.layerwise_quadrant import summarize
+    from symkit.lab.experiments.layerwise_quadrant import summarize
 
     def row(task, model, acc, se):
         return {"config": {"task": task, "model": model, "method": "laplace"}, "n": 5,

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from symkit.experiments.figures import plot_cumulative_contributions
+from symkit.lab.experiments.figures import plot_cumulative_contributions
 from symkit.measure import lie_derivative, with_scores
 from symkit.measure.layerwise import find_leaves, layerwise_lie_derivative
 from symkit.nn.vision import MLPMixer, ResNet18, SmallCNN, ViT

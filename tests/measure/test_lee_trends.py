@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from symkit.experiments import get_experiment
-from symkit.experiments.lee_trends import CATEGORIES, TRANSFORMS
+from symkit.lab.experiments import get_experiment
+from symkit.lab.experiments.lee_trends import CATEGORIES, TRANSFORMS
 
 
 def check_lee_metrics(m, arch):

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from symkit.experiments import get_experiment
+from symkit.lab.experiments import get_experiment
 from symkit.measure import layerwise_lie_derivative, lie_derivative
 from symkit.measure.zoo import (
     ZOO,
@@ -79,7 +79,7 @@ def test_layer_contributions_sum_to_the_lie_derivative(weights, family):
 
 @pytest.mark.parametrize("family", ["cnn", "mlp", "vit"])
 def test_lee_zoo_run_on_local_weights_closes_the_decomposition(weights, family):
-    from symkit.experiments.lee_zoo import load_data
+    from symkit.lab.experiments.lee_zoo import load_data
 
     spec, original = weights[family]
     exp = get_experiment("lee-zoo")

@@ -192,7 +192,7 @@ def test_a_hamiltonian_rollout_through_bilinear_layers_has_the_composite_forms_g
     form (autograd end to end), and the rollout finishes (no recursion through earlier backward calls)."""
     import sys
 
-    from symkit.experiments.pendulum import build_dynamics
+    from symkit.lab.experiments.pendulum import build_dynamics
     from symkit.nn.ode import rollout
 
     torch.manual_seed(0)

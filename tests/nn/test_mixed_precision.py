@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from symkit import runtime
 from symkit.groups import O
+from symkit.lab import runtime
 from symkit.nn import EMLP, RPPEMLP
 from symkit.reps import V
 from symkit.train import Trainer

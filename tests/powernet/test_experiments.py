@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from symkit.experiments import get_experiment
+from symkit.lab.experiments import get_experiment
 
 
 def test_angle_quick_run_learns_and_the_rotation_base_is_best():
@@ -56,7 +56,7 @@ def test_classify_rejects_bad_cnn_inits(bad):
 
 
 def test_classify_mixed_power_set_is_conv_kernel_plus_series():
-    from symkit.experiments.powernet_classify import ClassifyConfig, _powers
+    from symkit.lab.experiments.powernet_classify import ClassifyConfig, _powers
 
     assert _powers(ClassifyConfig(combine="sum")) is None
     p = _powers(ClassifyConfig(combine="mixed", kernel_size=5))
@@ -67,7 +67,7 @@ def test_classify_mixed_power_set_is_conv_kernel_plus_series():
 
 
 def test_classify_summary_pairs_the_gap_and_shows_the_noise_floor():
-    from symkit.experiments.powernet_classify import summarize
+    from symkit.lab.experiments.powernet_classify import summarize
 
     accs = {0: (0.90, 0.91, 0.93), 1: (0.88, 0.90, 0.88), 2: (0.86, 0.86, 0.86)}  # PowerNet, CNN, second CNN
     by_seed = {s: {"powernet_test_acc": p, "cnn_test_acc": c, "cnn1_test_acc": c1, "acc_gap": p - c}

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from symkit import runtime
 from symkit.datasets.rotated_digits import augmented_digits, centred_images, rotated_digits
-from symkit.experiments import get_experiment
+from symkit.lab import runtime
+from symkit.lab.experiments import get_experiment
 from symkit.nn.powernet import PowerNet
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))

@@ -413,7 +413,7 @@ def test_compile_reaches_the_actor_and_every_critic_in_place(tmp_path, monkeypat
     """``compile=True`` (the command's ``--compile``) compiles the actor's network and each critic's and target
     critic's with ``module.compile()``, which keeps the state dict's keys (the checkpoint loads either way); the run
     reports that it was compiled. The run context does not reach the library."""
-    from symkit import runtime
+    from symkit.lab import runtime
 
     compiled = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: compiled.append(self))
@@ -434,7 +434,7 @@ def test_a_compiled_actor_computes_what_the_eager_one_does_and_acts_with_every_u
     ``forward``) to float rounding, and ``predict`` after an update acts with the new weights, not with weights
     cached in eval mode before it. Traced by dynamo and AOTAutograd as ``--compile`` does, with their eager backend
     (inductor's C++ kernels take minutes to build; ``benchmarks/bench_sac.py`` times them)."""
-    from symkit import runtime
+    from symkit.lab import runtime
 
     compile_module = torch.nn.Module.compile
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: compile_module(self, backend="aot_eager", **kw))

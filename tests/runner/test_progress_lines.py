@@ -10,9 +10,9 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from symkit.cli.main import app
-from symkit.runner.sweep import plan, progress_line, run_sweep
-from symkit.store import Store
+from symkit.lab.cli.main import app
+from symkit.lab.runner.sweep import plan, progress_line, run_sweep
+from symkit.lab.store import Store
 
 LINE = re.compile(r"progress: (\d+)/(\d+) runs done, (\d+) failed, (\d+) running, \d+ s elapsed(, about .+ left)?")
 
@@ -22,7 +22,7 @@ def toy():
     """The command-line tests' toy experiment (tests/cli/symkit_cli_toy.py), registered for the test only."""
     import symkit_cli_toy
 
-    from symkit.experiments import registry
+    from symkit.lab.experiments import registry
 
     registry._REGISTRY[symkit_cli_toy.NAME] = symkit_cli_toy.EXPERIMENT
     yield symkit_cli_toy.EXPERIMENT

@@ -14,9 +14,9 @@ matplotlib.use("Agg", force=True)
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 
-from symkit.experiments.registry import Experiment, PaperValue, Plot, get_experiment  # noqa: E402
-from symkit.runner.report import aggregate, build_report, plot_figure  # noqa: E402
-from symkit.store import Store  # noqa: E402
+from symkit.lab.experiments.registry import Experiment, PaperValue, Plot, get_experiment  # noqa: E402
+from symkit.lab.runner.report import aggregate, build_report, plot_figure  # noqa: E402
+from symkit.lab.store import Store  # noqa: E402
 
 
 def _store(tmp_path, name: str, runs: list[tuple[dict, dict]], file: str = "runs.db"):
@@ -168,7 +168,7 @@ def test_an_effective_hook_that_fails_leaves_the_stored_values(tmp_path):
 
 
 def test_emlp_data_efficiency_draws_the_papers_curves_beside_the_demo_runs(tmp_path):
-    from symkit.experiments.emlp_data_efficiency import _FIG25, SIZES
+    from symkit.lab.experiments.emlp_data_efficiency import _FIG25, SIZES
 
     runs = [({"dataset": "inertia", "model": m, "n_train": 1000, "epochs": 300, "batch_size": 500},
              {"test_mse": v}) for m, v in (("mlp", 3.1), ("emlp-o", 0.2))]
@@ -219,7 +219,7 @@ def test_a_long_legend_goes_beside_the_axes_and_stays_inside_the_figure(tmp_path
 def test_cumulative_contributions_keep_their_labels_inside_a_plainly_saved_figure():
     import torch
 
-    from symkit.experiments.figures import plot_cumulative_contributions
+    from symkit.lab.experiments.figures import plot_cumulative_contributions
     from symkit.measure.layerwise import LayerwiseResult
 
     result = LayerwiseResult(names=["a", "b", "c"], types=["conv"] * 3, end_to_end=torch.ones(2, 3),
@@ -235,8 +235,8 @@ def test_cumulative_contributions_keep_their_labels_inside_a_plainly_saved_figur
 
 def test_without_x_takes_any_of_a_tuple_of_values():
     """pac-bayes-digits' hold-out and pruning bounds both have no intrinsic dimension: neither is placed on it."""
-    from symkit.experiments import get_experiment
-    from symkit.runner.report import _without_x
+    from symkit.lab.experiments import get_experiment
+    from symkit.lab.runner.report import _without_x
 
     [plot, *_] = get_experiment("pac-bayes-digits").plots
     assert _without_x({"method": "pruning"}, plot.without_x) and _without_x({"method": "holdout"}, plot.without_x)

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import pytest
 from typer.testing import CliRunner
 
-from symkit.cli.main import app
-from symkit.experiments.fields import Count, Seed
-from symkit.experiments.registry import Experiment, get_experiment
-from symkit.store import Store, to_jsonable
-from symkit.store.archive import export_runs, import_runs, read_archive
+from symkit.lab.cli.main import app
+from symkit.lab.experiments.fields import Count, Seed
+from symkit.lab.experiments.registry import Experiment, get_experiment
+from symkit.lab.store import Store, to_jsonable
+from symkit.lab.store.archive import export_runs, import_runs, read_archive
 
 
 def _fill(store: Store) -> None:
@@ -146,7 +146,7 @@ class _ArchivedConfig:
 @pytest.fixture
 def archived(monkeypatch):
     """An experiment with a legacy field, registered for the test."""
-    from symkit.experiments import registry
+    from symkit.lab.experiments import registry
 
     exp = Experiment("archived-toy", "archive fixture", "nothing", _ArchivedConfig, lambda config: {"err": 0.0},
                      legacy={"width": 4})
@@ -170,7 +170,7 @@ def archived(monkeypatch):
 def test_a_config_that_is_not_the_experiments_is_refused(archived, config, message):
     """What a sweep of the experiment would store, and nothing else: every field (a legacy one left out at its
     legacy value), values of the fields' types and ranges, written so that the run gets the key a sweep gives it."""
-    from symkit.runner.sweep import check_stored_config
+    from symkit.lab.runner.sweep import check_stored_config
 
     with pytest.raises(ValueError, match=re.escape(message)):
         check_stored_config(archived, config)
@@ -251,7 +251,7 @@ def test_the_archives_kept_in_the_repository_hold_valid_finished_runs_of_their_e
     its report reads (for rl-sac, a learning curve)."""
     from pathlib import Path
 
-    from symkit.experiments import get_experiment
+    from symkit.lab.experiments import get_experiment
 
     archives = sorted((Path(__file__).resolve().parents[2] / "results").glob("*.jsonl"))
     assert [p.name for p in archives if p.name == "rl-sac.jsonl"], archives

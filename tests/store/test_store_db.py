@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from symkit.store import Store, StoreError, config_hash, to_jsonable
+from symkit.lab.store import Store, StoreError, config_hash, to_jsonable
 
 
 @dataclass
@@ -183,7 +183,7 @@ def test_a_directory_is_not_a_store(tmp_path):
 _WRITER = textwrap.dedent(
     """
     import os, sys, time
-    from symkit.store import Store
+    from symkit.lab.store import Store
     path, first, last, tag, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     store = Store(path, timeout=120)
     open(go + "." + tag, "w").close()

@@ -149,7 +149,7 @@ def test_cpu_batches_reach_a_model_on_another_device():
 
 
 def test_a_smoke_run_trains_its_first_epoch_of_its_first_batches_only():
-    from symkit import runtime
+    from symkit.lab import runtime
 
     x, y = _data()
     result = Trainer(_model(), _mse, epochs=50, batch_size=16, max_epochs=1, max_batches=2).fit((x, y))
@@ -163,7 +163,7 @@ def test_a_smoke_run_trains_its_first_epoch_of_its_first_batches_only():
 
 
 def test_bf16_precision_autocasts_the_training_forward_pass():
-    from symkit import runtime
+    from symkit.lab import runtime
 
     seen = []
     model = _model().float()

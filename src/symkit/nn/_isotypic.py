@@ -10,10 +10,10 @@ type, share one basis. Where every irreducible rep is of real type (its commutan
 one dense ``(n_out(l), n_in(l))`` product per irrep on ``d_l`` rows per sample. ``W_l`` is a fixed linear function of
 the layer's coefficients ``beta`` (``vec(W) = Q beta``, Sec. 2.4.2), so the parameters, their initialisation and
 every result are those of the dense layer; only the cost changes: an O(3) layer of 384 channels does about 30k
-multiply-adds per sample instead of 166k. The decomposition is found numerically (the eigenspaces of a random
-symmetric element of each type's commutant, aligned across types by the intertwiners the solver gives) and verified
-against every block of the weight's basis; any rep where this does not hold (non-orthogonal groups such as the
-Lorentz group, irreps of complex or quaternionic type such as SO(2)'s rotations) keeps the dense product.
+multiply-adds per sample instead of 166k. The decomposition is :func:`symkit.reps.isotypic_decomposition` of
+``rep_in`` and ``rep_out`` together (computed once per object type and pair of types, whatever layers ask), and the
+plan verifies it against every block of the weight's basis; any rep where this does not hold (non-orthogonal groups
+such as the Lorentz group, irreps of complex or quaternionic type such as SO(2)'s rotations) keeps the dense product.
 """
 
 from __future__ import annotations
@@ -26,15 +26,14 @@ import torch
 from torch import nn
 
 from symkit.nn._factory import factory
-from symkit.reps.core import ProductRep, Rep
+from symkit.reps.core import Rep
+from symkit.reps.isotypic import IsotypicDecomposition, isotypic_decomposition
 from symkit.reps.solve import dense_array, object_index
 
 __all__ = ["IrrepPlan", "plan_irreps", "IrrepProduct", "MAX_RATIO", "MIN_DENSE"]
 
-_SEED = 20240229  # the random commutant element; any generic choice gives the same layer up to rounding
-_TOL = 1e-8  # relative: eigenvalue clusters, zero intertwiners, and the final check
 #: relative size below which a basis matrix's coefficient on an irrep pair is the rounding of an exact zero and is
-#: left out of the weight assembly; a genuine coefficient can be far smaller than _TOL (a random alignment of the
+#: left out of the weight assembly; a genuine coefficient can be far smaller than 1e-8 (a random alignment of the
 #: copies of an irrep makes them random numbers), and dropping those cost S(4)'s Scalar + T(3) -> T(3) 2e-9
 _ZERO = 1e-13
 #: the irreducible form replaces the dense product only where it costs at most this share of it: it runs about 40
@@ -44,89 +43,6 @@ MAX_RATIO = 0.4
 MIN_DENSE = 256 * 256  # multiply-adds per sample of the dense product below which it is always kept
 MAX_OBJECT_SIZE = 256  # objects (tensors) larger than this are not split (their commutant grows as size^2 x rank)
 MAX_BLOCK_ENTRIES = 1 << 22  # nor are layers with a block basis larger than this (it is read densely)
-
-
-def _leaf_rep(leaves: tuple) -> Rep:
-    return leaves[0] if len(leaves) == 1 else ProductRep(list(leaves))
-
-
-def _hom_matrices(src: tuple, dst: tuple) -> np.ndarray:
-    """A basis of the equivariant maps from object type ``src`` to ``dst`` as matrices ``(r, d_dst, d_src)``."""
-    a, b = _leaf_rep(src), _leaf_rep(dst)
-    return dense_array((a >> b).equivariant_basis()).T.reshape(-1, b.size, a.size)
-
-
-@dataclass
-class _Irrep:
-    """One class of isomorphic irreducible subspaces: its first occurrence (type and orthonormal basis)."""
-
-    dim: int
-    leaves: tuple
-    basis: np.ndarray
-
-
-class _Decomposer:
-    """Splits object types into irreducible subspaces with one shared basis per isomorphism class."""
-
-    def __init__(self) -> None:
-        self.irreps: list[_Irrep] = []
-        self.types: dict[tuple, tuple[np.ndarray, list[tuple[int, int]]]] = {}  # key -> (P, [(column, irrep)])
-        self.rng = np.random.default_rng(_SEED)
-
-    def split(self, leaves: tuple) -> tuple[np.ndarray, list[tuple[int, int]]] | None:
-        """``P`` (orthogonal, ``d x d``) and the irreducible subspaces as (first column, irrep), or ``None``."""
-        key = tuple(x._key() for x in leaves)
-        if key not in self.types:
-            found = self._split(leaves)
-            if found is None:
-                return None
-            self.types[key] = found
-        return self.types[key]
-
-    def _split(self, leaves: tuple) -> tuple[np.ndarray, list[tuple[int, int]]] | None:
-        """The eigenspaces of a random symmetric element of the type's commutant, each checked irreducible of real
-        type and aligned with its class."""
-        C = _hom_matrices(leaves, leaves)  # the commutant
-        d = C.shape[1]
-        S = np.tensordot(self.rng.standard_normal(C.shape[0]), C, axes=1)
-        S = S + S.T  # symmetric and, the rep being orthogonal, still in the commutant
-        w, U = np.linalg.eigh(S)
-        scale = max(np.abs(w).max(initial=0.0), 1.0)
-        cuts = np.flatnonzero(np.diff(w) > _TOL * 1e3 * scale) + 1
-        columns, subspaces, start = [], [], 0
-        for sub in np.split(np.arange(d), cuts):
-            Ub = U[:, sub]
-            # irreducible and of real type: the commutant restricted to it is the scalars
-            R = np.stack([Ub.T @ c @ Ub for c in C]).reshape(len(C), -1)
-            if np.linalg.matrix_rank(R, tol=_TOL * 1e3 * max(np.abs(R).max(initial=0.0), 1.0)) != 1:
-                return None
-            label, aligned = self._classify(leaves, Ub)
-            if label is None:
-                return None
-            columns.append(aligned)
-            subspaces.append((start, label))
-            start += Ub.shape[1]
-        return np.concatenate(columns, axis=1), subspaces
-
-    def _classify(self, leaves: tuple, Ub: np.ndarray) -> tuple[int | None, np.ndarray]:
-        """The class of subspace ``Ub`` (a new one if none fits) and its basis aligned with the class's."""
-        for label, irrep in enumerate(self.irreps):
-            if irrep.dim != Ub.shape[1]:
-                continue
-            H = _hom_matrices(irrep.leaves, leaves)
-            if H.shape[0] == 0:
-                continue
-            T = np.tensordot(self.rng.standard_normal(H.shape[0]), H, axes=1)
-            M = Ub.T @ T @ irrep.basis  # an intertwiner from the class's copy to this one, c * orthogonal
-            c = np.sqrt(np.trace(M.T @ M) / M.shape[0])
-            if c <= _TOL * max(np.abs(T).max(initial=0.0), 1.0):
-                continue
-            O = M / c
-            if not np.allclose(O.T @ O, np.eye(O.shape[0]), atol=1e-7):
-                return None, Ub
-            return label, Ub @ O
-        self.irreps.append(_Irrep(Ub.shape[1], leaves, Ub))
-        return len(self.irreps) - 1, Ub
 
 
 @dataclass
@@ -152,15 +68,13 @@ def _cat(xs: list) -> np.ndarray:
     return np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64)
 
 
-def _types(blocks: list, dec: _Decomposer) -> list[tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]] | None:
+def _types(blocks: list, dec: IsotypicDecomposition) -> list[tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]]:
     """Per object type (canonical block) of a rep: its positions ``(copies, d)``, ``P`` and irreducible
     subspaces."""
     types = []
     for blk in blocks:
-        found = dec.split(blk.leaves)
-        if found is None:
-            return None
-        types.append((blk.pos, *found))
+        split = dec.of(blk.leaves)
+        types.append((blk.pos, np.array(split.P), list(split.subspaces)))  # P writable: torch shares float64 memory
     return types
 
 
@@ -193,11 +107,11 @@ def plan_irreps(rep_in: Rep, rep_out: Rep, parts: list, coefficient_sizes: list[
     sizes = [blk.size for blk in blocks_in + blocks_out]
     if max(sizes, default=0) > MAX_OBJECT_SIZE or any(Q.shape[0] * Q.shape[1] > MAX_BLOCK_ENTRIES for _, Q in parts):
         return None  # a large tensor (S(8)'s T(4): 4096 numbers) is not split; its blocks stay structured
-    dec = _Decomposer()
-    t_in, t_out = _types(blocks_in, dec), _types(blocks_out, dec)
-    if t_in is None or t_out is None:
+    dec = isotypic_decomposition(rep_in, rep_out)  # one basis per irrep across both reps
+    if dec is None:
         return None
-    dims = {label: irrep.dim for label, irrep in enumerate(dec.irreps)}
+    t_in, t_out = _types(blocks_in, dec), _types(blocks_out, dec)
+    dims = dict(enumerate(dec.irrep_dims))
     cin, cout = _copies(t_in), _copies(t_out)
     irreps = [(dims[lab], len(cin.get(lab, [])), len(cout[lab])) for lab in sorted(cout)]
     rotations = sum(pos.shape[0] * P.shape[0] ** 2 for pos, P, _ in t_in + t_out if P.shape[0] > 1)

@@ -1,4 +1,5 @@
-"""Representations: V, Scalar, T(p, q), duals, sums, products, hom-spaces, and their equivariant bases."""
+"""Representations: V, Scalar, T(p, q), duals, sums, products, hom-spaces, their equivariant bases, and their
+split into irreducible subspaces (`isotypic_decomposition`)."""
 
 from symkit.reps import core as _core
 from symkit.reps import solve as _solve
@@ -18,6 +19,7 @@ from symkit.reps.core import (
 )
 from symkit.reps.errors import equivariance_error
 from symkit.reps.irreps import Irrep, from_irreps, irrep_generators, to_irreps
+from symkit.reps.isotypic import IsotypicDecomposition, TypeDecomposition, isotypic_decomposition
 from symkit.reps.solve import StructuredBasis, canonical_blocks, clear_memory_cache
 
 _core.SOLVER = _solve  # Rep.equivariant_basis() and friends delegate to the solver (see reps/core.py)
@@ -26,4 +28,5 @@ __all__ = [
     "Rep", "V", "Vector", "Scalar", "ScalarRep", "T", "Dual", "SumRep", "ProductRep", "CustomRep", "PseudoScalar",
     "Block", "StructuredBasis", "canonical_blocks", "clear_memory_cache", "equivariance_error",
     "Irrep", "from_irreps", "to_irreps", "irrep_generators",
+    "isotypic_decomposition", "IsotypicDecomposition", "TypeDecomposition",
 ]

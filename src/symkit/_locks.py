@@ -3,26 +3,34 @@
 A run whose checkpoint is several files (SAC's policy, replay buffer and curve) would mix two processes' files if
 both trained it at once (two overlapping sweeps, a sweep started twice), and then resume from the mixture; a
 one-file checkpoint (:class:`symkit.train.Trainer`) would be written by both in turn, each resuming the other's
-epochs as its own. :func:`exclusive` holds an advisory lock (``fcntl.flock``) on ``<folder>/.lock`` while the run
-touches its folder, :func:`exclusive_file` on a lock file of its own (the Trainer's ``<checkpoint>.lock``): released
-when the run ends or its process dies (a killed sweep leaves no stale lock), re-entrant within a process (the
-experiment and :func:`symkit.rl.sac.train_sac` both take it). The lock file keeps the holder's process id for the
-message, and :func:`holder` reads it back for a run that is training now (``symkit runs``). Where ``fcntl`` is
-missing (Windows) runs are not guarded.
+epochs as its own. :func:`exclusive` holds ``<folder>/.lock`` while the run touches its folder, :func:`exclusive_file`
+a lock file of its own (the Trainer's ``<checkpoint>.lock``): released when the run ends or its process dies (a
+killed sweep leaves no stale lock), re-entrant within a process (the experiment and :func:`symkit.rl.sac.train_sac`
+both take it).
+
+The lock is the operating system's, through ``filelock.FileLock``: ``flock`` on Unix, filelock's msvcrt/LockFileEx
+lock on Windows, so runs are guarded on both (never filelock's soft lock, which a killed process leaves behind; where
+only that would be available, runs are not guarded). Files, for a lock file ``<lock>``:
+
+- ``<lock>``: the file the lock is taken on (filelock removes it on release on Windows; it stays on Unix);
+- ``<lock>.pid``: the holder's process id as decimal text, written once the lock is taken and removed before it is
+  let go, for the :class:`RunInUse` message and for :func:`holder` (``symkit runs``). It is a file of its own because
+  filelock may truncate the lock file on every attempt to take it (3.x opens it with ``O_TRUNC``), which would erase
+  the pid at each probe. A killed holder leaves its ``.pid`` behind: it is read only while the lock is held (so a
+  stale one never names a holder), overwritten by the next holder and removed by the next probe that finds the lock
+  free.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+import filelock
 
 __all__ = ["RunInUse", "exclusive", "exclusive_file", "holder"]
 
@@ -32,49 +40,65 @@ _held: dict[Path, int] = {}  # lock files this process holds, with how many nest
 #: how long a lock is tried for before it counts as held: :func:`holder` holds one for an instant
 PROBE_GRACE = 0.5
 
+_POLL = 0.05  # seconds between attempts within PROBE_GRACE
 
-def _lock_now_or_soon(fd: int) -> None:
-    """``flock(fd, LOCK_EX)``, tried for up to :data:`PROBE_GRACE` seconds (a :func:`holder` probe in that instant is
-    not another run); ``BlockingIOError`` if it stays held."""
-    deadline = time.monotonic() + PROBE_GRACE
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.05)
+#: whether filelock's FileLock is an operating-system lock here (not its soft fallback)
+_GUARDED = filelock.FileLock in (filelock.UnixFileLock, filelock.WindowsFileLock)
+# filelock 4 turns a Unix lock into a soft one where the filesystem lacks flock; refuse that (an OSError instead)
+_NATIVE_ONLY = ({"fallback_to_soft": False}
+                if "fallback_to_soft" in inspect.signature(filelock.FileLock.__init__).parameters else {})
 
 
-def _pid_in(fd: int) -> str:
-    """The process id a holder wrote into the open lock file ``fd`` (empty if none was written yet)."""
-    return os.read(fd, 32).decode(errors="replace").strip()
+def _os_lock(path: Path) -> filelock.BaseFileLock:
+    """An operating-system lock on ``path``, held by the process (any thread may let it go)."""
+    return filelock.FileLock(path, mode=0o644, thread_local=False, **_NATIVE_ONLY)
+
+
+def _pid_file(lock: Path) -> Path:
+    """``<lock>.pid``: where the holder of ``lock`` writes its process id."""
+    return lock.with_name(lock.name + ".pid")
+
+
+def _pid_written(lock: Path) -> str:
+    """The text of ``<lock>.pid`` (empty when it is missing or unreadable)."""
+    try:
+        return _pid_file(lock).read_text(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def holder(lock: str | os.PathLike) -> int | None:
-    """The process id of the process that holds the lock file ``lock`` now (as it wrote there; -1 when it wrote
-    nothing readable), or None when none does (or there is no such file). It probes with a shared lock held for an
-    instant, which :func:`exclusive_file` waits out. Where ``fcntl`` is missing, always None."""
+    """The process id of the process that holds the lock file ``lock`` now (from ``<lock>.pid``; -1 when it wrote
+    nothing readable there), or None when none does (or there is no such file, or it cannot be opened for locking).
+    It probes by taking the lock for an instant, which :func:`exclusive_file` waits out (:data:`PROBE_GRACE`); a
+    held lock whose ``.pid`` is not written yet is probed again until it is, the lock is let go or the grace ends.
+    Where runs are not guarded, None unless this process holds it."""
     path = Path(lock).resolve()
     if path in _held:
         return os.getpid()
-    if fcntl is None:  # pragma: no cover - Windows
+    if not _GUARDED or not path.is_file():
         return None
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
+    probe = _os_lock(path)
+    deadline = time.monotonic() + PROBE_GRACE
+    while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            text = _pid_in(fd)
-            return int(text) if text.isdigit() else -1
-        fcntl.flock(fd, fcntl.LOCK_UN)
+            probe.acquire(timeout=0)
+        except filelock.Timeout:
+            text = _pid_written(path)
+            if text.isdigit():
+                return int(text)
+            if text or time.monotonic() >= deadline:
+                return -1
+            time.sleep(_POLL)
+            continue
+        except OSError:  # e.g. no write access to another account's lock file: cannot tell
+            return None
+        try:
+            with contextlib.suppress(OSError):  # free: a .pid left here is a killed holder's
+                _pid_file(path).unlink(missing_ok=True)
+        finally:
+            probe.release()
         return None
-    finally:
-        os.close(fd)
 
 
 class RunInUse(RuntimeError):
@@ -93,14 +117,14 @@ def exclusive(folder: str | os.PathLike | None, what: str) -> Iterator[None]:
 @contextlib.contextmanager
 def exclusive_file(lock: str | os.PathLike | None, what: str,
                    held: str | os.PathLike | None = None) -> Iterator[None]:
-    """Hold the lock file ``lock`` (created with its folder if missing) for this process, or raise
-    :class:`RunInUse` naming ``what``, ``held`` (what the lock guards; default the lock file) and the holder's
-    process id. ``None`` holds nothing."""
+    """Hold the lock file ``lock`` (created with its folder if missing) for this process, writing ``<lock>.pid``, or
+    raise :class:`RunInUse` naming ``what``, ``held`` (what the lock guards; default the lock file) and the holder's
+    process id, once the lock stayed held for :data:`PROBE_GRACE` seconds. ``None`` holds nothing."""
     if lock is None:
         yield
         return
     path = Path(lock).resolve()
-    if path in _held or fcntl is None:
+    if path in _held or not _GUARDED:
         _held[path] = _held.get(path, 0) + 1
         try:
             yield
@@ -110,22 +134,23 @@ def exclusive_file(lock: str | os.PathLike | None, what: str,
                 del _held[path]
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os_lock = _os_lock(path)
     try:
-        _lock_now_or_soon(fd)
-    except BlockingIOError:
-        pid = _pid_in(fd) or "unknown"
-        os.close(fd)
+        os_lock.acquire(timeout=PROBE_GRACE, poll_interval=_POLL)
+    except filelock.Timeout:
+        pid = _pid_written(path) or "unknown"
         guarded = Path(held).resolve() if held is not None else path
         raise RunInUse(f"{what}: {guarded} is in use by another process (pid {pid}); two processes training one "
                        "run would mix their checkpoints. Wait for it to finish (or stop it: the run resumes from its "
                        "last checkpoint), then start this again") from None
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        _pid_file(path).write_text(str(os.getpid()))
         _held[path] = 1
         yield
     finally:
         _held.pop(path, None)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        try:
+            with contextlib.suppress(OSError):  # one left behind is stale-safe (read only while the lock is held)
+                _pid_file(path).unlink(missing_ok=True)
+        finally:
+            os_lock.release()

@@ -463,7 +463,7 @@ def test_a_run_that_another_process_is_training_is_refused_not_trained_twice(tmp
         assert ready.wait(60)
         with pytest.raises(RunInUse, match=rf"rl-sac: .* in use by another process \(pid {holder.pid}\)"):
             exp.run(config)
-        assert sorted(os.listdir(folder)) == [".lock"]
+        assert sorted(os.listdir(folder)) == [".lock", ".lock.pid"]  # the lock and its holder's pid, nothing trained
         # through a sweep: not run, and not stored as failed (a later sweep runs it if the holder does not finish it)
         store = Store(tmp_path / "runs.db")
         specs = [s for s in plan(exp, quick=True, seeds=[config.seed]) if s.config["model"] == "relu-mlp"]

@@ -13,7 +13,7 @@ from symkit.groups import SO, SU, D, O, S, SO2eR3, Sp
 from symkit.linalg import cache as cache_mod
 from symkit.reps import T, V, clear_memory_cache
 from symkit.reps import solve as solve_mod
-from symkit.reps.solve import canonical_counts
+from symkit.reps.core import canonical_counts
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from symkit.linalg.orbits import burnside_count, orbit_count, perm_closure, set_
 from symkit.reps import T, V, clear_memory_cache
 from symkit.reps import solve as solve_mod
 from symkit.reps.brauer import brauer_rank, classical_rank
-from symkit.reps.solve import canonical_counts
+from symkit.reps.core import canonical_counts
 
 
 @pytest.fixture

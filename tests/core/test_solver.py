@@ -11,7 +11,8 @@ from symkit.groups import GL, O13, SL, SO, SU, C, D, O, RubiksCube, S, SO13p, Sp
 from symkit.linalg import cache as disk
 from symkit.reps import Scalar, T, V, clear_memory_cache
 from symkit.reps import solve as solve_mod
-from symkit.reps.solve import canonical_counts, segment_methods
+from symkit.reps.core import canonical_counts
+from symkit.reps.solve import segment_methods
 from symkit.testing import assert_equivariant, assert_invariant_basis
 
 PATH_CASES = [

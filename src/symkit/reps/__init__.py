@@ -1,10 +1,8 @@
 """Representations: V, Scalar, T(p, q), duals, sums, products, hom-spaces, their equivariant bases, and their
 split into irreducible subspaces (`isotypic_decomposition`)."""
 
-from symkit.reps import core as _core
-from symkit.reps import solve as _solve
+from symkit.reps.blocks import Block
 from symkit.reps.core import (
-    Block,
     CustomRep,
     Dual,
     ProductRep,
@@ -16,13 +14,12 @@ from symkit.reps.core import (
     T,
     V,
     Vector,
+    canonical_blocks,
 )
 from symkit.reps.errors import equivariance_error
 from symkit.reps.irreps import Irrep, from_irreps, irrep_generators, to_irreps
 from symkit.reps.isotypic import IsotypicDecomposition, TypeDecomposition, isotypic_decomposition
-from symkit.reps.solve import StructuredBasis, canonical_blocks, clear_memory_cache
-
-_core.SOLVER = _solve  # Rep.equivariant_basis() and friends delegate to the solver (see reps/core.py)
+from symkit.reps.solve import StructuredBasis, clear_memory_cache
 
 __all__ = [
     "Rep", "V", "Vector", "Scalar", "ScalarRep", "T", "Dual", "SumRep", "ProductRep", "CustomRep", "PseudoScalar",

@@ -1,9 +1,11 @@
 """The representation algebra (thesis §2.3, Table 2.1): V, Scalar, T(p, q), duals, ⊕, ⊗, powers and hom-spaces.
 
 Every rep is a tree of leaves (Vector, Dual, user reps) combined by `SumRep` and `ProductRep`. For solving, a rep is
-flattened into *blocks*: tensor products of leaves, each with an integer array of the positions its copies occupy
-in the flat vector (`Rep.blocks()`). Blocks are canonicalised (leaves sorted, axes transposed), so T(2,1) and
-T(1,2)-like orderings, repeated summands and the (b, a) blocks of a hom-space (eq. 2.8) are solved once each.
+flattened into *blocks* (`symkit.reps.blocks.Block`): tensor products of leaves, each with an integer array of the
+positions its copies occupy in the flat vector (`Rep.blocks()`). Blocks are canonicalised here (leaves sorted, axes
+transposed: `canonical_blocks`), so T(2,1) and T(1,2)-like orderings, repeated summands and the (b, a) blocks of a
+hom-space (eq. 2.8) are solved once each. The solver (`symkit.reps.solve`) is called with the canonical blocks; it
+imports nothing from this module and asks a leaf what it is through `slot_kind`, so the import runs one way.
 """
 
 from __future__ import annotations
@@ -11,46 +13,19 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from symkit._checks import check_int
 from symkit.groups.base import Group, ProductGroup
+from symkit.reps import solve
+from symkit.reps.blocks import Block
 
 __all__ = [
     "Rep", "ScalarRep", "Scalar", "Vector", "V", "Dual", "SumRep", "ProductRep", "CustomRep", "PseudoScalar", "T",
-    "Block", "check_int",
+    "Block", "check_int", "canonical_blocks", "canonical_counts",
 ]
-
-
-#: the basis solver (``symkit.reps.solve``), installed by ``symkit/reps/__init__.py``: the representation algebra
-#: defines what a solver must answer and knows nothing of how (no import from core to solve, so no cycle)
-SOLVER: Any = None
-
-
-def _solver() -> Any:
-    if SOLVER is None:  # pragma: no cover - importing symkit.reps.core always runs symkit/reps/__init__.py first
-        raise RuntimeError("the basis solver is not installed; import symkit.reps")
-    return SOLVER
-
-
-@dataclass(frozen=True, eq=False)
-class Block:
-    """`pos.shape[0]` copies of the tensor product of `leaves`; row c of `pos` lists the flat positions of copy c,
-    in row-major order over the leaves' axes."""
-
-    leaves: tuple
-    pos: np.ndarray
-
-    @property
-    def size(self) -> int:
-        return int(self.pos.shape[1])
-
-    @property
-    def mult(self) -> int:
-        return int(self.pos.shape[0])
 
 
 def _element_for(g: Any, G: Group, what: str) -> np.ndarray:
@@ -218,13 +193,13 @@ class Rep:
     # ------------------------------------------------------------------ solving (see symkit.reps.solve)
     def canonical_blocks(self) -> list[Block]:
         """Blocks with sorted leaves, merged across the rep (each distinct block type once, with all its copies)."""
-        return _solver().canonical_blocks(self)
+        return canonical_blocks(self)
 
     def canonicalize(self) -> tuple[Rep, np.ndarray]:
         """(canonical rep, perm): the canonical rep is a sum of sorted tensor products with multiplicities, and
         ``v[perm]`` rewrites a vector v of this rep in the canonical layout."""
-        leaf_key = _solver()._leaf_sort_key
-        blocks = sorted(self.canonical_blocks(), key=lambda b: (len(b.leaves), [leaf_key(x) for x in b.leaves]))
+        blocks = sorted(self.canonical_blocks(),
+                        key=lambda b: (len(b.leaves), [_leaf_sort_key(x) for x in b.leaves]))
         parts = []
         perm = []
         for b in blocks:
@@ -245,20 +220,21 @@ class Rep:
         basis is returned as a read-only view of the solver's cached block (no copy of a possibly large matrix):
         ``Q.copy()`` to modify it.
         """
-        return _solver().equivariant_basis(self, method=method, sparse=sparse)
+        return solve.equivariant_basis(_solvable_blocks(self, method), self.size, method=method, sparse=sparse)
 
     def equivariant_projector(self, method: str = "auto") -> Any:
         """The orthogonal projector P = Q Q^T onto the invariant subspace as a lazy (size, size) LinearOperator,
         applied block by block (eq. 2.8); `.to_dense()` gives the matrix."""
-        return _solver().equivariant_projector(self, method=method)
+        return solve.equivariant_projector(_solvable_blocks(self, method), self.size, method=method)
 
     def rank(self, method: str = "auto") -> int:
         """Dimension r of the invariant subspace, without building Q where possible (orbit counts, Gram ranks)."""
-        return _solver().rank(self, method=method)
+        solve.check_method(method)
+        return solve.rank(canonical_counts(self), method=method)
 
     def structured_basis(self, method: str = "auto") -> Any:
         """The basis as a `StructuredBasis`: one small Q per distinct block plus the positions of each copy."""
-        return _solver().structured_basis(self, method=method)
+        return solve.structured_basis(_solvable_blocks(self, method), self.size, method=method)
 
 
 # ====================================================================== leaves
@@ -318,6 +294,13 @@ class _Leaf(Rep):
         G = self.G
         return (G.name if G is not None else "", hash(G) if G is not None else 0, repr(self))
 
+    @property
+    def slot_kind(self) -> str | None:
+        """What this leaf is to the solver (`symkit.reps.solve`): "V" for the base representation V of its group,
+        "D" for its dual V*, None for any other leaf (solved from its rho and d rho). The closed-form paths (orbits,
+        Brauer diagrams, coupling, character counts of V and V*) apply only to "V" and "D" slots."""
+        return None
+
 
 class Vector(_Leaf):
     """The base representation V of G: rho(g) = g, d rho(A) = A. ``V(G)`` binds it to a group."""
@@ -352,6 +335,10 @@ class Vector(_Leaf):
 
     def _key(self) -> tuple:
         return ("V", self._G)
+
+    @property
+    def slot_kind(self) -> str | None:
+        return "V"
 
     def __repr__(self) -> str:
         return "V" if self._G is None else f"V({self._G})"
@@ -413,6 +400,10 @@ class Dual(_Leaf):
 
     def _key(self) -> tuple:
         return ("Dual", self.base._key())
+
+    @property
+    def slot_kind(self) -> str | None:
+        return "D" if isinstance(self.base, Vector) else None
 
     def __repr__(self) -> str:
         return f"{self.base!r}*"
@@ -858,6 +849,72 @@ def _merge_blocks(blocks: list[Block]) -> list[Block]:
         bs = groups[k]
         out.append(bs[0] if len(bs) == 1 else Block(bs[0].leaves, np.concatenate([b.pos for b in bs], axis=0)))
     return out
+
+
+# ====================================================================== canonical blocks (eq. 2.8)
+
+
+def _leaf_sort_key(leaf: Any) -> tuple:
+    """The order of leaves in a canonical block: by group (name, fingerprint), then V before V* before other leaves,
+    then by repr."""
+    G = leaf.G
+    gname = G.name if G is not None else ""
+    kind = 0 if isinstance(leaf, Vector) else (1 if isinstance(leaf, Dual) and isinstance(leaf.base, Vector) else 2)
+    return (gname, G.fingerprint() if G is not None else "", kind, repr(leaf))
+
+
+def _check_solvable(rep: Any) -> None:
+    if not isinstance(rep, Rep):
+        raise TypeError(f"expected a Rep, got {type(rep).__name__}")
+    if not rep.is_bound:
+        raise ValueError(f"{rep!r} is not bound to a group; call it with a group first, e.g. rep(SO(3))")
+
+
+def canonical_blocks(rep: Rep) -> list[Block]:
+    """The blocks of `rep` with leaves sorted (axes of `pos` transposed to match), equal blocks merged, ordered by
+    their first position (eq. 2.8: each distinct block is solved once)."""
+    _check_solvable(rep)
+    merged: dict[tuple, list] = {}
+    order: list[tuple] = []
+    for b in rep.blocks():
+        leaves = b.leaves
+        perm = sorted(range(len(leaves)), key=lambda i: _leaf_sort_key(leaves[i]))
+        lc = tuple(leaves[i] for i in perm)
+        pos = b.pos
+        if perm != list(range(len(leaves))):
+            shape = (b.mult,) + tuple(leaf.size for leaf in leaves)
+            pos = pos.reshape(shape).transpose((0,) + tuple(1 + i for i in perm)).reshape(b.mult, -1)
+        key = tuple(x._key() for x in lc)
+        if key not in merged:
+            merged[key] = [lc, []]
+            order.append(key)
+        merged[key][1].append(pos)
+    out = [Block(merged[k][0], np.concatenate(merged[k][1], axis=0)) for k in order]
+    out.sort(key=lambda b: int(b.pos.min()) if b.pos.size else 0)
+    return out
+
+
+def canonical_counts(rep: Rep) -> list[tuple[tuple, int]]:
+    """(sorted leaves, multiplicity) of each distinct canonical block, without building position arrays."""
+    _check_solvable(rep)
+    acc: dict[tuple, list] = {}
+    for leaves, m in rep.block_counts():
+        lc = tuple(sorted(leaves, key=_leaf_sort_key))
+        k = tuple(x._key() for x in lc)
+        if k in acc:
+            acc[k][1] += m
+        else:
+            acc[k] = [lc, m]
+    return [(lc, m) for lc, m in acc.values()]
+
+
+def _solvable_blocks(rep: Rep, method: str) -> list[Block]:
+    """The canonical blocks of `rep` for the solver, after the checks that come before building them: a known
+    `method`, and index arrays of at most ``LAZY_BASIS_BYTES`` for a bound rep."""
+    solve.check_method(method)
+    if rep.is_bound:
+        solve.check_index_bytes(rep, rep.size)
+    return canonical_blocks(rep)
 
 
 def T(p: int, q: int = 0, G: Group | None = None) -> Rep:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from symkit.reps import solve as _solve
-from symkit.reps.core import ProductRep, Rep
+from symkit.reps.core import ProductRep, Rep, _leaf_sort_key
 
 __all__ = ["TypeDecomposition", "IsotypicDecomposition", "isotypic_decomposition"]
 
@@ -113,7 +113,7 @@ def _type_key(leaves: tuple) -> tuple:
 
 def _type_order(leaves: tuple) -> tuple:
     """A total order of object types that does not depend on the reps they come from (the pair cache's order)."""
-    return (len(leaves), [_solve._leaf_sort_key(x) for x in leaves])
+    return (len(leaves), [_leaf_sort_key(x) for x in leaves])
 
 
 class _NoRealSplit(Exception):

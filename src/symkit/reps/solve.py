@@ -1,8 +1,10 @@
-"""Equivariant bases of arbitrary reps: canonical blocks (eq. 2.8), per-group segments, and three solver paths.
+"""Equivariant bases of canonical blocks (eq. 2.8): per-group segments and the solver paths.
 
-A rep is flattened into canonical blocks (sorted tensor products of leaves, with the positions of every copy).
-Each distinct block is solved once. Inside a block, the leaves of different groups of a direct product are solved
-separately and combined as Q_a ⊗ Q_b (§A.1.7). Each single-group segment is solved by
+The representation algebra (`symkit.reps.core`) flattens a rep into canonical blocks (sorted tensor products of
+leaves, with the positions of every copy: `symkit.reps.blocks.Block`) and calls this module with them; nothing here
+imports the algebra, and a leaf is asked what it is through its `slot_kind` ("V", "D" or None). Each distinct block
+is solved once. Inside a block, the leaves of different groups of a direct product are solved separately and
+combined as Q_a ⊗ Q_b (§A.1.7). Each single-group segment is solved by
 
 * ``orbit``: exact 0/1 orbit indicators for permutation groups acting on tensor powers of V (integer, sparse);
 * ``brauer``: closed-form invariant tensors of the classical groups (`symkit.reps.brauer`);
@@ -38,14 +40,14 @@ from symkit.linalg.cache import cache_discard, cache_get, cache_key, cache_put
 from symkit.linalg.nullspace import dense_nullspace, iterative_nullspace, orthonormal_range
 from symkit.linalg.operators import KronOp, KronSumOp
 from symkit.linalg.orbits import orbit_basis, orbit_count
+from symkit.reps.blocks import Block
 from symkit.reps.brauer import brauer_applicable, brauer_basis, brauer_diagrams, brauer_rank, classical_rank
-from symkit.reps.core import Block, Dual, Rep, Vector
 from symkit.reps.coupling import coupled_invariants, coupled_rank, coupling_applicable
 
 __all__ = [
-    "DENSE_MAX", "METHODS", "canonical_blocks", "segment_methods", "StructuredBasis", "structured_basis",
-    "equivariant_basis", "equivariant_projector", "rank", "clear_memory_cache", "dense_block", "dense_array",
-    "object_index",
+    "DENSE_MAX", "METHODS", "check_method", "check_index_bytes", "segment_methods", "StructuredBasis",
+    "structured_basis", "equivariant_basis", "equivariant_projector", "rank", "clear_memory_cache", "dense_block",
+    "dense_array", "object_index",
 ]
 
 #: largest block dimension solved by the dense path under method="auto"
@@ -72,41 +74,22 @@ def clear_memory_cache() -> None:
         _MEM.clear()
 
 
-# ---------------------------------------------------------------------------------------------- canonical blocks
-def _leaf_sort_key(leaf: Any) -> tuple:
-    G = leaf.G
-    gname = G.name if G is not None else ""
-    kind = 0 if isinstance(leaf, Vector) else (1 if isinstance(leaf, Dual) and isinstance(leaf.base, Vector) else 2)
-    return (gname, G.fingerprint() if G is not None else "", kind, repr(leaf))
+def check_method(method: str) -> None:
+    """Refuse a solver method that is not one of `METHODS`."""
+    if method not in METHODS:
+        raise ValueError(f"unknown solver method {method!r}; expected one of {METHODS}")
 
 
-def canonical_blocks(rep: Rep) -> list[Block]:
-    """The blocks of `rep` with leaves sorted (axes of `pos` transposed to match), equal blocks merged, ordered by
-    their first position."""
-    if not isinstance(rep, Rep):
-        raise TypeError(f"expected a Rep, got {type(rep).__name__}")
-    if not rep.is_bound:
-        raise ValueError(f"{rep!r} is not bound to a group; call it with a group first, e.g. rep(SO(3))")
-    merged: dict[tuple, list] = {}
-    order: list[tuple] = []
-    for b in rep.blocks():
-        leaves = b.leaves
-        perm = sorted(range(len(leaves)), key=lambda i: _leaf_sort_key(leaves[i]))
-        lc = tuple(leaves[i] for i in perm)
-        pos = b.pos
-        if perm != list(range(len(leaves))):
-            shape = (b.mult,) + tuple(leaf.size for leaf in leaves)
-            pos = pos.reshape(shape).transpose((0,) + tuple(1 + i for i in perm)).reshape(b.mult, -1)
-        key = tuple(x._key() for x in lc)
-        if key not in merged:
-            merged[key] = [lc, []]
-            order.append(key)
-        merged[key][1].append(pos)
-    out = [Block(merged[k][0], np.concatenate(merged[k][1], axis=0)) for k in order]
-    out.sort(key=lambda b: int(b.pos.min()) if b.pos.size else 0)
-    return out
+def check_index_bytes(rep: Any, size: int) -> None:
+    """Refuse a rep of `size` entries whose index arrays (16 bytes an entry: block, copy and place of each) would
+    take more than ``LAZY_BASIS_BYTES``; checked before its canonical blocks are built."""
+    if 16 * size > LAZY_BASIS_BYTES:
+        raise ValueError(
+            f"{rep!r} has size {size:,}: the index arrays of its entries take about {16 * size / 1e9:.1f} GB, "
+            f"above LAZY_BASIS_BYTES = {LAZY_BASIS_BYTES:,}; use rep.rank(), or raise SYMKIT_LAZY_BASIS_BYTES")
 
 
+# ---------------------------------------------------------------------------------------------- segments
 def _segments(leaves: tuple) -> list[tuple[Group, tuple]]:
     segs: list[tuple[Group, list]] = []
     for leaf in leaves:
@@ -118,14 +101,13 @@ def _segments(leaves: tuple) -> list[tuple[Group, tuple]]:
 
 
 def _kinds(G: Group, leaves: tuple) -> list[str] | None:
+    """The `slot_kind` of each leaf ("V" or "D"), or None unless every leaf is V or V* of G itself."""
     out = []
     for leaf in leaves:
-        if isinstance(leaf, Vector) and leaf.G == G:
-            out.append("V")
-        elif isinstance(leaf, Dual) and isinstance(leaf.base, Vector) and leaf.base.G == G:
-            out.append("D")
-        else:
+        kind = leaf.slot_kind
+        if kind is None or leaf.G != G:
             return None
+        out.append(kind)
     return out
 
 
@@ -237,8 +219,7 @@ def _many_diagrams(G: Group, leaves: tuple) -> bool:
 
 
 def _pick(G: Group, leaves: tuple, method: str) -> str:
-    if method not in METHODS:
-        raise ValueError(f"unknown solver method {method!r}; expected one of {METHODS}")
+    check_method(method)
     ok = segment_methods(G, leaves)
     if method == "auto":
         if "coupling" in ok and len(leaves) >= COUPLING_MIN_SLOTS:
@@ -308,7 +289,7 @@ CUSTOM_CHARACTER_MAX_ORDER = 2_000
 def _character_rank(G: Group, leaves: tuple) -> int | None:
     """The block's rank for a finite group as the mean over its elements of the character, the product of the
     slots' traces; None for a group too large to enumerate (or a mean that is not clearly an integer)."""
-    plain = all(isinstance(x, Vector) or (isinstance(x, Dual) and isinstance(x.base, Vector)) for x in leaves)
+    plain = all(x.slot_kind is not None for x in leaves)
     cap = CHARACTER_MAX_ORDER if plain else CUSTOM_CHARACTER_MAX_ORDER
     if G.is_permutation:
         if G.order() > cap or G.order() * G.d**2 > 1 << 22:  # elements() holds dense d x d matrices
@@ -331,9 +312,9 @@ def _character_rank(G: Group, leaves: tuple) -> int | None:
     for leaf in leaves:
         key = leaf._key()
         if key not in traces:
-            if isinstance(leaf, Vector):
+            if leaf.slot_kind == "V":
                 traces[key] = np.trace(E, axis1=1, axis2=2)
-            elif isinstance(leaf, Dual) and isinstance(leaf.base, Vector):
+            elif leaf.slot_kind == "D":
                 traces[key] = np.trace(np.linalg.inv(E), axis1=1, axis2=2)
             else:
                 traces[key] = np.array([np.trace(leaf.rho(g)) for g in E])
@@ -642,54 +623,32 @@ class Projector(LinearOperator):
         return out if dtype is None else out.astype(dtype)
 
 
-def structured_basis(rep: Rep, method: str = "auto") -> StructuredBasis:
-    """Basis of `rep` as a StructuredBasis (see `Rep.equivariant_basis`)."""
-    if method not in METHODS:
-        raise ValueError(f"unknown solver method {method!r}; expected one of {METHODS}")
-    if isinstance(rep, Rep) and rep.is_bound and 16 * rep.size > LAZY_BASIS_BYTES:
-        raise ValueError(
-            f"{rep!r} has size {rep.size:,}: the index arrays of its entries take about {16 * rep.size / 1e9:.1f} GB, "
-            f"above LAZY_BASIS_BYTES = {LAZY_BASIS_BYTES:,}; use rep.rank(), or raise SYMKIT_LAZY_BASIS_BYTES")
-    blocks = canonical_blocks(rep)
+def structured_basis(blocks: list[Block], size: int, method: str = "auto") -> StructuredBasis:
+    """The basis of a rep of `size` entries laid out in `blocks` (its canonical blocks) as a StructuredBasis
+    (see `Rep.equivariant_basis`)."""
+    check_method(method)
     parts = []
     cplx = False
     for b in blocks:
         Q = _block_basis(b.leaves, method)
         cplx = cplx or np.iscomplexobj(Q.data if sp.issparse(Q) else Q)
         parts.append((b.pos, Q))
-    return StructuredBasis(rep.size, parts, np.complex128 if cplx else np.float64)
+    return StructuredBasis(size, parts, np.complex128 if cplx else np.float64)
 
 
-def equivariant_basis(rep: Rep, method: str = "auto", sparse: bool = False) -> Any:
-    """The equivariant basis of ``rep`` (Eq. 2.3-2.6), dense, or scipy-sparse if ``sparse``."""
-    sb = structured_basis(rep, method)
+def equivariant_basis(blocks: list[Block], size: int, method: str = "auto", sparse: bool = False) -> Any:
+    """The equivariant basis (Eq. 2.3-2.6) of a rep laid out in `blocks`, dense, or scipy-sparse if ``sparse``."""
+    sb = structured_basis(blocks, size, method)
     return sb.to_sparse() if sparse else sb.to_dense()
 
 
-def equivariant_projector(rep: Rep, method: str = "auto") -> Projector:
-    """The projector ``Q Q^T`` onto the equivariant subspace of ``rep``, applied lazily."""
-    return Projector(structured_basis(rep, method))
+def equivariant_projector(blocks: list[Block], size: int, method: str = "auto") -> Projector:
+    """The projector ``Q Q^T`` onto the equivariant subspace of a rep laid out in `blocks`, applied lazily."""
+    return Projector(structured_basis(blocks, size, method))
 
 
-def rank(rep: Rep, method: str = "auto") -> int:
-    """Sum over canonical blocks of multiplicity x block rank (no basis is built for orbit / Brauer blocks)."""
-    if method not in METHODS:
-        raise ValueError(f"unknown solver method {method!r}; expected one of {METHODS}")
-    return int(sum(m * _block_rank(lv, method) for lv, m in canonical_counts(rep)))
-
-
-def canonical_counts(rep: Rep) -> list[tuple[tuple, int]]:
-    """(sorted leaves, multiplicity) of each distinct canonical block, without building position arrays."""
-    if not isinstance(rep, Rep):
-        raise TypeError(f"expected a Rep, got {type(rep).__name__}")
-    if not rep.is_bound:
-        raise ValueError(f"{rep!r} is not bound to a group; call it with a group first, e.g. rep(SO(3))")
-    acc: dict[tuple, list] = {}
-    for leaves, m in rep.block_counts():
-        lc = tuple(sorted(leaves, key=_leaf_sort_key))
-        k = tuple(x._key() for x in lc)
-        if k in acc:
-            acc[k][1] += m
-        else:
-            acc[k] = [lc, m]
-    return [(lc, m) for lc, m in acc.values()]
+def rank(counts: list[tuple[tuple, int]], method: str = "auto") -> int:
+    """Sum over canonical blocks, given as (sorted leaves, multiplicity), of multiplicity x block rank (no basis is
+    built for orbit / Brauer blocks)."""
+    check_method(method)
+    return int(sum(m * _block_rank(lv, method) for lv, m in counts))

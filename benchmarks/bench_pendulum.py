@@ -34,8 +34,9 @@ import torch
 
 import benchcommon as bc
 from symkit.datasets import pendulum as P
-from symkit.lab.experiments.pendulum import build_dynamics, state_scale, train_dynamics
+from symkit.lab.experiments.pendulum import build_dynamics, state_scale
 from symkit.nn import rollout, rollout_error
+from symkit.train import train_dynamics
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

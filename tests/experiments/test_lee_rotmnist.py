@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from symkit.lab.experiments import get_experiment
-from symkit.lab.experiments.lee_rotmnist import MaskedAutoencoder, patchify
+from symkit.nn import MaskedAutoencoder, patchify
 from symkit.nn.vision import ViT
 
 EXP = get_experiment("lee-rotmnist")

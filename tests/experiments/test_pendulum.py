@@ -65,7 +65,8 @@ def test_a_model_whose_long_rollouts_diverge_is_evaluated_not_lost():
     whole run after training; now those systems count as not finite and every metric stays finite."""
     import torch
 
-    from symkit.lab.experiments.pendulum import cached_data, evaluate_dynamics
+    from symkit.lab.experiments.pendulum import cached_data
+    from symkit.train import evaluate_dynamics
 
     class BlowsUpWhereXIsPositive(torch.nn.Module):  # dx/dt = x^2 on the first coordinate: finite-time blow-up
         def __init__(self):

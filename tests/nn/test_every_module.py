@@ -104,7 +104,7 @@ def _sum_net(**f):
 
 
 def _mae(**f):
-    from symkit.lab.experiments.lee_rotmnist import MaskedAutoencoder
+    from symkit.nn import MaskedAutoencoder
     from symkit.nn.vision import ViT
 
     vit = ViT(1, 4, image_size=8, patch=4, dim=8, depth=1, heads=2, **f)
@@ -299,7 +299,7 @@ EXAMPLES = {
     "symkit.measure.zoo.BlurPool2d": (_b("symkit.measure.zoo.BlurPool2d"), _image(2)),
     "symkit.measure.zoo.TinyConvNet": (_b("symkit.measure.zoo.TinyConvNet", 1, 4, width=2, blur=True), _image()),
     "symkit.measure.zoo.Normalize": (_b("symkit.measure.zoo.Normalize", (0.5, 0.4), (0.2, 0.3)), _image(2)),
-    "symkit.lab.experiments.lee_rotmnist.MaskedAutoencoder": (_mae, _image(1, 8)),
+    "symkit.nn.vision.MaskedAutoencoder": (_mae, _image(1, 8)),
     "symkit.rl.transitions._Rollout": (_transition_rollout, _packed_rollout),
     "symkit.rl.sac._SoftplusLogStd": (_b("symkit.rl.sac._SoftplusLogStd"), _vector(3)),
 }

@@ -1,5 +1,6 @@
 """Small image classifiers for equivariance measurements: a CNN, an MLP-Mixer-like and a ViT-like model, and a
-ResNet-18-shaped network (He et al. 2016 layout, written here; torchvision is not used).
+ResNet-18-shaped network (He et al. 2016 layout, written here; torchvision is not used); and a masked autoencoder
+that pretrains the ViT (:class:`MaskedAutoencoder`).
 
 Every operation that can break equivariance lives in its own module (no functional ReLU, pooling or flatten in a
 ``forward``), so layer-wise attribution (:mod:`symkit.measure.layerwise`) sees each one. Token tensors are
@@ -262,6 +263,58 @@ class ViT(Resettable, nn.Module):
         return self.head(self.readout(self.norm(self.blocks(self.tokens(self.embed(x))))))
 
 
+def patchify(x: Tensor, patch: int) -> Tensor:
+    """(B, C, H, W) -> (B, N, patch * patch * C), patches in the order of :class:`PatchEmbed`."""
+    B, C, H, W = x.shape
+    h, w = H // patch, W // patch
+    return x.reshape(B, C, h, patch, w, patch).permute(0, 2, 4, 3, 5, 1).reshape(B, h * w, patch * patch * C)
+
+
+class MaskedAutoencoder(Resettable, nn.Module):
+    """A masked autoencoder (He et al. 2021; the pretraining of thesis Sec. 4.6, Table 4.1) around a :class:`ViT`:
+    the ViT's patch embedding, class token, position embedding, blocks and final norm encode the visible patches (a
+    random ``1 - mask_ratio`` of them per image); a small transformer decoder gets the encoded tokens and a shared
+    mask token at every hidden position (with its own position embedding) and predicts each hidden patch's pixels,
+    normalised per patch. The forward pass returns each image's mean squared error over its hidden patches."""
+
+    def __init__(self, vit: ViT, patch: int, in_channels: int = 1, decoder_dim: int = 64, decoder_depth: int = 2,
+                 heads: int = 4, mask_ratio: float = 0.75, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        if not 0 < mask_ratio < 1:
+            raise ValueError(f"mask_ratio must be in (0, 1), got {mask_ratio!r}")
+        self.vit, self.patch, self.mask_ratio = vit, patch, mask_ratio
+        n_tokens, dim = vit.tokens.pos.shape[1], vit.tokens.pos.shape[2]
+        self.decoder_embed = nn.Linear(dim, decoder_dim)
+        self.mask_token = nn.Parameter(torch.zeros(1, 1, decoder_dim))
+        self.decoder_pos = nn.Parameter(0.02 * torch.randn(1, n_tokens, decoder_dim))
+        self.decoder = nn.Sequential(*[ViTBlock(decoder_dim, heads, 2 * decoder_dim) for _ in range(decoder_depth)])
+        self.decoder_norm = nn.LayerNorm(decoder_dim)
+        self.predict = nn.Linear(decoder_dim, patch * patch * in_channels)
+        place(self, device, dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        tokens = self.vit.embed(x)
+        B, N, D = tokens.shape
+        pos = self.vit.tokens.pos
+        tokens = tokens + pos[:, 1:]
+        keep = max(1, int(round(N * (1 - self.mask_ratio))))
+        order = torch.rand(B, N, device=x.device, dtype=x.dtype).argsort(1)
+        restore = order.argsort(1)
+        visible = tokens.gather(1, order[:, :keep, None].expand(-1, -1, D))
+        cls = (self.vit.tokens.cls + pos[:, :1]).expand(B, -1, -1)
+        encoded = self.decoder_embed(self.vit.norm(self.vit.blocks(torch.cat([cls, visible], 1))))
+        E = encoded.shape[-1]
+        hidden = self.mask_token.expand(B, N - keep, E)
+        seq = torch.cat([encoded[:, 1:], hidden], 1).gather(1, restore[..., None].expand(-1, -1, E))
+        seq = torch.cat([encoded[:, :1], seq], 1) + self.decoder_pos
+        pred = self.predict(self.decoder_norm(self.decoder(seq)))[:, 1:]
+        target = patchify(x, self.patch)
+        target = (target - target.mean(-1, keepdim=True)) / (target.var(-1, keepdim=True) + 1e-6).sqrt()
+        masked = (restore >= keep).to(pred.dtype)  # 1 where the patch was hidden
+        return ((pred - target).pow(2).mean(-1) * masked).sum(1) / masked.sum(1)
+
+
 class BasicBlock(Resettable, nn.Module):
     """ResNet basic block: conv3x3-BN-ReLU-conv3x3-BN, plus the (possibly 1x1-strided) shortcut, then ReLU.
 
@@ -350,6 +403,7 @@ __all__ = [
     "ChannelMLP",
     "ClassToken",
     "GlobalAvgPool",
+    "MaskedAutoencoder",
     "MLPMixer",
     "MixerBlock",
     "PatchEmbed",
@@ -360,4 +414,5 @@ __all__ = [
     "ViT",
     "ViTBlock",
     "build_model",
+    "patchify",
 ]

@@ -6,7 +6,7 @@ a ViT pretrained with a masked autoencoder ("MAE", He et al. 2021) and fine-tune
 learning rate on loss plateaus, against architectures that are rotation-equivariant by construction. Here:
 
 * ``init="mae"``: a :class:`symkit.nn.vision.ViT` is pretrained as the encoder of a masked autoencoder
-  (:class:`MaskedAutoencoder`: 75% of the patches hidden, a light transformer decoder reconstructs their
+  (:class:`~symkit.nn.MaskedAutoencoder`: 75% of the patches hidden, a light transformer decoder reconstructs their
   per-patch-normalised pixels), then fine-tuned with a new linear head (AdamW, the Trainer's plateau schedule with
   factor 1/2); ``init="scratch"``: the same ViT and fine-tuning from random weights (the ablation);
 * the pretraining data are the training images themselves (labels unused), not ImageNet as in the thesis: symkit
@@ -29,14 +29,14 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import Count, CountOrZero, Fraction, NonNegative, Positive, Seed
 from symkit.lab.experiments.registry import Experiment, PaperValue, Plot, register
 from symkit.measure import lee
-from symkit.nn._factory import Resettable, place
-from symkit.nn.vision import ViT, ViTBlock
+from symkit.nn import MaskedAutoencoder
+from symkit.nn.vision import ViT
 from symkit.train import Trainer, predict
 
 INITS = ("mae", "scratch")
@@ -89,59 +89,6 @@ def validate(config: RotMNISTConfig) -> None:
         from symkit.datasets.files import data_dir_of
 
         data_dir_of(runtime.data_dir())  # names the missing data folder before any run starts
-
-
-# ------------------------------------------------------------------------------------------------ the model
-def patchify(x: Tensor, patch: int) -> Tensor:
-    """(B, C, H, W) -> (B, N, patch * patch * C), patches in the order of :class:`~symkit.nn.vision.PatchEmbed`."""
-    B, C, H, W = x.shape
-    h, w = H // patch, W // patch
-    return x.reshape(B, C, h, patch, w, patch).permute(0, 2, 4, 3, 5, 1).reshape(B, h * w, patch * patch * C)
-
-
-class MaskedAutoencoder(Resettable, nn.Module):
-    """A masked autoencoder (He et al. 2021) around a :class:`~symkit.nn.vision.ViT`: the ViT's patch embedding,
-    class token, position embedding, blocks and final norm encode the visible patches (a random ``1 - mask_ratio``
-    of them per image); a small transformer decoder gets the encoded tokens and a shared mask token at every hidden
-    position (with its own position embedding) and predicts each hidden patch's pixels, normalised per patch. The
-    forward pass returns each image's mean squared error over its hidden patches."""
-
-    def __init__(self, vit: ViT, patch: int, in_channels: int = 1, decoder_dim: int = 64, decoder_depth: int = 2,
-                 heads: int = 4, mask_ratio: float = 0.75, device: Any = None,
-                 dtype: torch.dtype | None = None) -> None:
-        super().__init__()
-        if not 0 < mask_ratio < 1:
-            raise ValueError(f"mask_ratio must be in (0, 1), got {mask_ratio!r}")
-        self.vit, self.patch, self.mask_ratio = vit, patch, mask_ratio
-        n_tokens, dim = vit.tokens.pos.shape[1], vit.tokens.pos.shape[2]
-        self.decoder_embed = nn.Linear(dim, decoder_dim)
-        self.mask_token = nn.Parameter(torch.zeros(1, 1, decoder_dim))
-        self.decoder_pos = nn.Parameter(0.02 * torch.randn(1, n_tokens, decoder_dim))
-        self.decoder = nn.Sequential(*[ViTBlock(decoder_dim, heads, 2 * decoder_dim) for _ in range(decoder_depth)])
-        self.decoder_norm = nn.LayerNorm(decoder_dim)
-        self.predict = nn.Linear(decoder_dim, patch * patch * in_channels)
-        place(self, device, dtype)
-
-    def forward(self, x: Tensor) -> Tensor:
-        tokens = self.vit.embed(x)
-        B, N, D = tokens.shape
-        pos = self.vit.tokens.pos
-        tokens = tokens + pos[:, 1:]
-        keep = max(1, int(round(N * (1 - self.mask_ratio))))
-        order = torch.rand(B, N, device=x.device, dtype=x.dtype).argsort(1)
-        restore = order.argsort(1)
-        visible = tokens.gather(1, order[:, :keep, None].expand(-1, -1, D))
-        cls = (self.vit.tokens.cls + pos[:, :1]).expand(B, -1, -1)
-        encoded = self.decoder_embed(self.vit.norm(self.vit.blocks(torch.cat([cls, visible], 1))))
-        E = encoded.shape[-1]
-        hidden = self.mask_token.expand(B, N - keep, E)
-        seq = torch.cat([encoded[:, 1:], hidden], 1).gather(1, restore[..., None].expand(-1, -1, E))
-        seq = torch.cat([encoded[:, :1], seq], 1) + self.decoder_pos
-        pred = self.predict(self.decoder_norm(self.decoder(seq)))[:, 1:]
-        target = patchify(x, self.patch)
-        target = (target - target.mean(-1, keepdim=True)) / (target.var(-1, keepdim=True) + 1e-6).sqrt()
-        masked = (restore >= keep).to(pred.dtype)  # 1 where the patch was hidden
-        return ((pred - target).pow(2).mean(-1) * masked).sum(1) / masked.sum(1)
 
 
 # ------------------------------------------------------------------------------------------------ data

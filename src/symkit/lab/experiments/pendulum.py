@@ -17,8 +17,8 @@ of the angular momentum about z along the model's rollouts (conserved by an HNN 
 symmetry, Figure 2.6).
 
 ``wind=True`` runs the same on the windy pendulum of Sec. 3.5.1. The training is the library's
-:func:`symkit.train.train_dynamics`; :func:`evaluate_dynamics` (Table 2.2's metrics) is reusable too (any dynamics
-module, e.g. an RPP-EMLP inside a :class:`~symkit.nn.HamiltonianNet`).
+:func:`symkit.train.train_dynamics`, the metrics :func:`symkit.train.evaluate_dynamics` (Table 2.2's, for any
+dynamics module, e.g. an RPP-EMLP inside a :class:`~symkit.nn.HamiltonianNet`).
 The measured cost and the sizes run are in docs/ode.md.
 """
 
@@ -37,20 +37,18 @@ from symkit.datasets.pendulum import (
     SPRING_FORMS,
     PendulumChunks,
     PendulumData,
-    angular_momentum_z,
-    long_trajectories,
     pendulum_data,
 )
 from symkit.groups import DkeR3, Group, O2eR3, SO2eR3
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import Count, CountOrZero, NonNegative, Positive, Seed
 from symkit.lab.experiments.registry import Experiment, PaperValue, Plot, register
-from symkit.nn import EMLP, MLP, HamiltonianNet, NeuralODE, rep_statistics, rollout, rollout_error
-from symkit.nn.ode import ADAPTIVE_METHODS, rollout_or_nan
+from symkit.nn import EMLP, MLP, HamiltonianNet, NeuralODE, rep_statistics, rollout
+from symkit.nn.ode import ADAPTIVE_METHODS
 from symkit.reps import Scalar, V
-from symkit.train import train_dynamics
+from symkit.train import evaluate_dynamics, train_dynamics
 
-__all__ = ["KINDS", "MODELS", "PendulumConfig", "build_dynamics", "cached_data", "evaluate_dynamics", "run"]
+__all__ = ["KINDS", "MODELS", "PendulumConfig", "build_dynamics", "cached_data", "run"]
 
 KINDS = ("hnn", "node")
 MODELS = ("mlp", "emlp-so2", "emlp-o2", "emlp-d6")
@@ -124,50 +122,6 @@ def build_dynamics(kind: str, model: str, ch: int = 128, num_layers: int = 3, *,
     return HamiltonianNet(net, input_scale) if kind == "hnn" else NeuralODE(net, input_scale)
 
 
-def _chunk_tensors(chunks: PendulumChunks, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return chunks.z0.to(dtype), chunks.times.to(dtype), chunks.z.to(dtype)
-
-
-def evaluate_dynamics(dynamics: nn.Module, data: PendulumData, *, n_rollouts: int = 0, rollout_time: float = 30.0,
-                      eval_rtol: float = 1e-4, eval_atol: float = 1e-6) -> dict[str, float]:
-    """Table 2.2's metrics of a trained vector field on the test chunks of ``data``: ``rollout_error`` (the
-    geometric mean over test systems and the 150 times of the relative error of 30 s rollouts, each solved by
-    dopri5 at ``eval_rtol``; the truth at the data's tolerance), ``constant_rollout_error`` (the same for
-    ``z(t) = z0``), ``test_mse`` (per-step MSE of the model's rollouts on the 5-state test chunks) and ``lz_drift``
-    (mean over systems of the largest change of the angular momentum about z along the model's rollout, relative
-    to the truth's spread of L_z: 0 when conserved). A model trajectory whose solve diverges
-    (:func:`~symkit.nn.ode.rollout_or_nan`) is not finite: ``finite_rollouts`` counts the others, its states enter
-    the errors as 1e6 and ``lz_drift`` leaves it out (1e6 when none is finite), so a run that trained is recorded
-    whatever its rollouts do."""
-    params = [p for p in dynamics.parameters() if p.is_floating_point()]
-    dtype, device = (params[0].dtype, params[0].device) if params else (torch.float64, torch.device("cpu"))
-    test = data.test
-    z0, times, z = (t.to(device) for t in _chunk_tensors(test, dtype))
-    dynamics.eval()
-    with torch.no_grad():  # a trajectory whose solve diverges counts as not finite; it does not stop the others
-        chunk_pred = rollout_or_nan(dynamics, z0, times, rtol=eval_rtol, atol=eval_atol)
-        test_mse = float((chunk_pred.nan_to_num(1e6, 1e6, -1e6) - z).square().mean())
-        starts = test.z0 if n_rollouts == 0 else test.z0[:n_rollouts]
-        long_times, truth = long_trajectories(starts, rollout_time, float(test.times[1] - test.times[0]),
-                                              wind=data.wind, spring=data.spring)
-        pred = rollout_or_nan(dynamics, starts.to(device=device, dtype=dtype),
-                              long_times.to(device=device, dtype=dtype), rtol=eval_rtol,
-                              atol=eval_atol).to(truth.dtype).cpu()
-    dynamics.train()
-    finite = torch.isfinite(pred).all(dim=(-1, -2))
-    per_system = rollout_error(pred.nan_to_num(1e6, 1e6, -1e6), truth)
-    constant = rollout_error(starts[:, None, :].expand_as(truth), truth)
-    lz_pred, lz_true = angular_momentum_z(pred), angular_momentum_z(truth)
-    drift = (lz_pred - lz_pred[:, :1]).abs().amax(-1) / lz_true.std().clamp_min(1e-12)
-    return {
-        "rollout_error": float(per_system.log().mean().exp()),
-        "constant_rollout_error": float(constant.log().mean().exp()),
-        "test_mse": test_mse,
-        "lz_drift": float(drift[finite].mean()) if bool(finite.any()) else 1e6,
-        "finite_rollouts": float(finite.double().mean()),
-    }
-
-
 @functools.lru_cache(maxsize=4)
 def cached_data(n_train: int, n_val: int, n_test: int, seed: int, wind: bool, spring: str = "code") -> PendulumData:
     """:func:`~symkit.datasets.pendulum.pendulum_data`, kept for the runs of one process that share it (the
@@ -194,7 +148,8 @@ def run(config: PendulumConfig) -> dict:
                                 eval_rtol=config.eval_rtol)
     dyn = dynamics.eval()
     with torch.no_grad():
-        z0, times, z = (t.to(runtime.device()) for t in _chunk_tensors(data.val, DTYPES[config.dtype]))
+        z0, times, z = (t.to(device=runtime.device(), dtype=DTYPES[config.dtype])
+                        for t in (data.val.z0, data.val.times, data.val.z))
         val_mse = float((rollout(dyn, z0, times, rtol=config.eval_rtol) - z).square().mean())
     return {**metrics, "val_mse": val_mse, "train_loss": result.losses[-1], "train_seconds": seconds,
             "seconds_per_epoch": seconds / config.epochs}

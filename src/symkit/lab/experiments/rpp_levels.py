@@ -44,12 +44,12 @@ from symkit.datasets.tasks import SymmetricTask, task
 from symkit.groups import SL, SO, Group, O, O2eR3
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import CountOrZero, NonNegative, Positive, Seed
-from symkit.lab.experiments.pendulum import cached_data, evaluate_dynamics, state_scale
+from symkit.lab.experiments.pendulum import cached_data, state_scale
 from symkit.lab.experiments.registry import Experiment, Plot, register
 from symkit.nn import EMLP, MLP, HamiltonianNet, Standardize
 from symkit.nn.rpp import RPPEMLP, equivariant_fraction, rpp_penalty
 from symkit.reps import Rep, Scalar, V
-from symkit.train import Trainer, train_dynamics
+from symkit.train import Trainer, evaluate_dynamics, train_dynamics
 
 DATASETS = ("inertia", "pendulum")
 SETTINGS = ("exact", "approximate", "misspecified")
@@ -161,12 +161,21 @@ def run(config: Config) -> dict:
     return metrics
 
 
+def regression_data(config: Config, data: SymmetricTask, size: dict[str, int]) -> tuple[torch.Tensor, ...]:
+    """A regression panel's seeded data, ``(x_train, y_train, x_test, y_test)`` in float32 on the run's device:
+    ``size["n_train"]`` points of ``data`` drawn with seed ``2 seed`` and ``size["n_test"]`` with ``2 seed + 1``
+    (made on the CPU, then moved, so a seed gives the same points on every device)."""
+    device = runtime.device()
+    x_train, y_train = (t.float().to(device) for t in data.generate(size["n_train"], seed=2 * config.seed))
+    x_test, y_test = (t.float().to(device) for t in data.generate(size["n_test"], seed=2 * config.seed + 1))
+    return x_train, y_train, x_test, y_test
+
+
 def _run_regression(config: Config, data: SymmetricTask, G, size: dict[str, int]) -> tuple[dict, torch.nn.Module]:
     """A model of ``data``'s reps for ``G`` fitted to seeded samples by MSE, inputs and outputs ``Standardize``d."""
     rep_in, rep_out = data.reps(G)
-    device = runtime.device()  # seeded data made on the CPU, then placed with the model
-    x_train, y_train = (t.float().to(device) for t in data.generate(size["n_train"], seed=2 * config.seed))
-    x_test, y_test = (t.float().to(device) for t in data.generate(size["n_test"], seed=2 * config.seed + 1))
+    device = runtime.device()
+    x_train, y_train, x_test, y_test = regression_data(config, data, size)
     net = build_model(config.model, rep_in, rep_out, G, size["ch"], size["num_layers"]).to(device)
     model = Standardize(net, rep_in, rep_out, x_train, y_train).to(device)
     Trainer(model, lambda out, y: torch.mean((out - y) ** 2), penalty=_penalty(config), lr=config.lr,

@@ -72,11 +72,6 @@ _CIFAR = "CIFAR-10's files (not bundled) and a GPU"
 #: the paper results that no registered paper value covers, in each document's order
 UNREPRODUCED = (
     Unreproduced(
-        "thesis", "Sec. 3.5.2, posterior levels of equivariance",
-        "two deep ensembles of 10: the models trained on modified inertia settle at \"substantially higher "
-        "equivariance error\" than those on exact inertia (the figure is missing from the text, \"Figure ??\")",
-        "no experiment; the data are rpp-levels' exact and modified inertia"),
-    Unreproduced(
         "thesis", "Table 3.1 (RPP-Conv)",
         "CIFAR-10 test error, ± 1 std over 10 trials: MLP 37.61 ± 0.56, RPP 12.62 ± 0.34, Conv 12.03 ± 0.46 %; "
         "UCI test MSE (Energy, Fertility, Pendulum, Wine): MLP 0.39, 0.049, 4.65, 0.66; RPP 0.73, 0.060, 4.25, "

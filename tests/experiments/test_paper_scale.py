@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tiny_files import write_tiny_data  # noqa: E402
 
 #: the experiments whose paper scale reads the user's files (the others generate their data)
-READS_FILES = {"pac-bayes-digits", "lee-trends", "lee-zoo", "lee-rotmnist", "layerwise-quadrant", "layerwise-rotated",
-               "layerwise-cifar"}
+READS_FILES = {"pac-bayes-digits", "pac-bayes-structure", "lee-trends", "lee-zoo", "lee-rotmnist",
+               "layerwise-quadrant", "layerwise-rotated", "layerwise-cifar"}
 
 
 @pytest.fixture(scope="module")

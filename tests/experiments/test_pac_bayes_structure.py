@@ -1,0 +1,137 @@
+"""pac-bayes-structure on tiny settings (300 training digits, a few epochs): every data variant runs and is bounded,
+shuffled pixels are one fixed permutation an MLP is blind to, shuffled labels leave the test error at chance, full
+batch takes one step per epoch, bad settings are refused, and the summary shows medians over seeds."""
+
+import copy
+import math
+
+import pytest
+import torch
+
+from symkit.lab.experiments import get_experiment
+from symkit.lab.experiments.pac_bayes_structure import (
+    DATA,
+    MODELS,
+    build_model,
+    pixel_permutation,
+    shuffle_pixels,
+    structure_data,
+)
+from symkit.pacbayes import catoni_bound, point_mass_kl_bits
+from symkit.train import Trainer
+
+EXP = get_experiment("pac-bayes-structure")
+TINY = {"epochs": 2, "quant_epochs": 1, "n_train": 300}
+
+
+@pytest.fixture(scope="module")
+def tiny_runs():
+    return {(m, d): EXP.run(EXP.make_config(quick=True, model=m, data=d, **TINY)) for m in MODELS for d in DATA}
+
+
+def test_every_model_and_data_variant_is_bounded(tiny_runs):
+    for (model, data), m in tiny_runs.items():
+        assert m["n"] == 300, (model, data)
+        for key in ("bound", "quantized_train_error", "quantized_test_error"):
+            assert 0.0 <= m[key] <= 1.0 and math.isfinite(m[key]), (model, data, key)
+        assert 0 < m["message_bits"] < 5000
+        assert m["bound"] == catoni_bound(m["quantized_train_error"], point_mass_kl_bits(m["message_bits"]), 300)
+        assert m["steps_per_epoch"] == 3  # 300 digits in batches of 128
+    # the two models are of about the same size (module docstring: 16,602 and 16,660 weights)
+    assert tiny_runs["cnn", "images"]["num_params"] == 16602 and tiny_runs["mlp", "images"]["num_params"] == 16660
+
+
+def test_shuffled_pixels_are_one_fixed_permutation_of_every_image():
+    (x, y), (xt, yt) = structure_data(EXP.make_config(data="images"))
+    (xs, ys), (xst, yst) = structure_data(EXP.make_config(data="shuffled-pixels"))
+    again = structure_data(EXP.make_config(data="shuffled-pixels"))
+    perm = pixel_permutation(64, 3000)  # seed 0
+    assert torch.equal(perm.sort().values, torch.arange(64)) and not torch.equal(perm, torch.arange(64))
+    for original, shuffled in ((x, xs), (xt, xst)):  # train and test alike: output pixel k is input pixel perm[k]
+        assert torch.equal(shuffled.reshape(len(shuffled), 64), original.reshape(len(original), 64)[:, perm])
+    assert torch.equal(again[0][0], xs) and torch.equal(again[1][0], xst)
+    assert torch.equal(ys, y) and torch.equal(yst, yt)
+    # on several channels, each channel gets the same permutation of positions
+    rgb = torch.randn(5, 3, 4, 4, generator=torch.Generator().manual_seed(0))
+    p16 = pixel_permutation(16, 1)
+    out = shuffle_pixels(rgb, p16)
+    for c in range(3):
+        assert torch.equal(out[:, c].reshape(5, 16), rgb[:, c].reshape(5, 16)[:, p16])
+
+
+def test_an_mlp_is_blind_to_shuffled_pixels_up_to_its_first_layer():
+    (x, _), _ = structure_data(EXP.make_config(data="images", n_train=100))
+    perm = pixel_permutation(64, 3000)
+    mlp = build_model(EXP.make_config(model="mlp"), (1, 8, 8))
+    permuted = copy.deepcopy(mlp)
+    first = next(m for m in permuted.modules() if isinstance(m, torch.nn.Linear))
+    with torch.no_grad():
+        first.weight.copy_(first.weight[:, perm])
+        logits, on_shuffled = mlp(x), permuted(shuffle_pixels(x, perm))
+        unpermuted = mlp(shuffle_pixels(x, perm))
+    assert torch.allclose(on_shuffled, logits, atol=1e-5, rtol=0)
+    assert (unpermuted - logits).abs().max() > 1e-2  # the permutation does change the inputs
+
+
+def test_shuffled_labels_leave_the_test_error_at_chance():
+    (_, y), (_, yt) = structure_data(EXP.make_config(data="images"))
+    (_, ys), (_, yst) = structure_data(EXP.make_config(data="shuffled-labels"))
+    for original, shuffled in ((y, ys), (yt, yst)):  # the same classes, most moved
+        assert torch.equal(original.sort().values, shuffled.sort().values)
+        assert (original != shuffled).double().mean() > 0.7
+    real = EXP.run(EXP.make_config(quick=True, model="mlp", data="images"))
+    shuffled = EXP.run(EXP.make_config(quick=True, model="mlp", data="shuffled-labels"))
+    assert real["quantized_test_error"] < 0.3  # the model learns the digits when the labels are theirs
+    # chance is 0.9; 359 test digits give a standard error of 0.016, so 0.8 is six of them below it
+    assert shuffled["quantized_test_error"] > 0.8 and shuffled["bound"] > 0.99
+
+
+@pytest.mark.parametrize(("optimizer", "sizes"), [("full-batch", [300] * 5), ("sgd", [128, 128, 44] * 5)])
+def test_full_batch_takes_one_step_per_epoch(optimizer, sizes, monkeypatch):
+    seen = []
+    step = Trainer._step
+
+    def recording(self, batch, result):
+        seen.append(len(batch[0]))
+        return step(self, batch, result)
+
+    monkeypatch.setattr(Trainer, "_step", recording)
+    m = EXP.run(EXP.make_config(model="mlp", optimizer=optimizer, epochs=3, quant_epochs=2, n_train=300))
+    assert seen == sizes  # 3 epochs of subspace training, 2 of quantisation-aware training
+    assert m["steps_per_epoch"] == len(sizes) // 5
+
+
+def test_the_sweep_gives_full_batch_six_times_the_passes():
+    quick = EXP.points(True)
+    assert {(p["model"], p["data"]) for p in quick if p["optimizer"] == "sgd"} == {(m, d) for m in MODELS
+                                                                                    for d in DATA}
+    assert [p for p in quick if p["optimizer"] == "full-batch"] == [
+        {"model": "cnn", "data": "images", "optimizer": "full-batch", "epochs": 6 * EXP.quick["epochs"]}]
+    assert [p["epochs"] for p in EXP.points(False) if "epochs" in p] == [6 * EXP.make_config().epochs]
+
+
+def test_bad_settings_are_refused(monkeypatch):
+    monkeypatch.delenv("SYMKIT_DATA", raising=False)
+    for setting, message in ((dict(model="resnet"), "model must be one of"),
+                             (dict(data="rotated"), "data must be one of"),
+                             (dict(optimizer="adam"), "optimizer must be one of"),
+                             (dict(width=14), "use a multiple of 4"),
+                             (dict(source="cifar10"), "no data directory"),
+                             (dict(epochs=0), "epochs=0 .* must be >=1")):
+        with pytest.raises(ValueError, match=message):
+            EXP.make_config(**setting)
+
+
+def test_the_summary_shows_medians_and_full_batch_beside_sgd():
+    def row(model, data, optimizer, bounds):
+        by_seed = {s: {"bound": b, "quantized_test_error": 0.1, "quantized_train_error": 0.1, "message_bits": 1000.0,
+                       "steps_per_epoch": 1 if optimizer == "full-batch" else 12} for s, b in enumerate(bounds)}
+        return {"config": {"model": model, "data": data, "optimizer": optimizer, "epochs": 60},
+                "n": len(bounds), "mean": {"bound": sum(bounds) / len(bounds)}, "by_seed": by_seed}
+
+    text = EXP.summarize([row("cnn", "images", "sgd", [0.5, 0.9, 0.6]), row("mlp", "images", "sgd", [0.7]),
+                          row("cnn", "images", "full-batch", [0.65, 0.62, 0.7])])
+    assert "| cnn | 60.0 (10.0; 3 seeds) | – | – |" in text  # the median, not the mean (66.7)
+    assert "| mlp | 70.0 (10.0; 1 seed) | – | – |" in text
+    assert "| cnn | images | sgd | 3 | 60 | 12 | 10.0 | 10.0 | 1000 | 60.0 |" in text
+    assert "| cnn | images | full-batch | 3 | 60 | 1 | 10.0 | 10.0 | 1000 | 65.0 |" in text

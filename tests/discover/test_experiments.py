@@ -1,5 +1,9 @@
 """Quick configs of the registered sharing experiments, each checked for a real property of its result."""
 
+import math
+
+import pytest
+
 from symkit.lab.experiments import get_experiment
 
 
@@ -43,3 +47,41 @@ def test_sum_quick_recovers_the_even_odd_sharing_of_the_negated_sum():
     assert r["implied_group"] == "S_even x S_odd (4)"
     assert r["pd_no_sharing"] == 2
     assert r["mse"] < 1.0  # the label variance is about 26.7 here too
+
+
+def test_shift_augerino_tiny_run_learns_a_distribution_that_moves_to_the_shift_0():
+    """sharing-shift's Augerino method (Fig. 8): a distribution over the shifts -2..2 (sums to 1) that leaves its
+    uniform start (mass 1/5 on the shift 0) for the shift 0, and a test l2 above the Oracle's, as the paper has
+    it above Ours'."""
+    exp = get_experiment("sharing-shift")
+    r = exp.run(exp.make_config(quick=True, a_size=6, method="augerino", n_runs=2, augerino_steps=300, n_test=500))
+    assert r["shifts"] == [-2, -1, 0, 1, 2]
+    assert sum(r["shift_probs"]) == pytest.approx(1.0, abs=1e-6)
+    assert r["identity_mass"] == pytest.approx(r["shift_probs"][2], abs=1e-9)
+    assert r["identity_mass"] > 0.5 and min(r["identity_mass_per_seed"]) > 0.5, r["shift_probs"]
+    assert all(math.isfinite(r[k]) for k in ("mse", "mse_no_sharing", "mse_oracle"))
+    assert r["mse"] > r["mse_oracle"]
+    assert "pd" not in r  # Augerino ties no weights
+
+
+def test_shift_summary_orders_ours_augerino_and_no_sharing():
+    exp = get_experiment("sharing-shift")
+    ours = {"mse": 0.001, "mse_no_sharing": 0.004, "mse_oracle": 0.001}
+    aug = {"mse": 0.008, "mse_no_sharing": 0.004, "mse_oracle": 0.001, "identity_mass": 0.99}
+    rows = [{"config": {"a_size": 6, "method": "learned"}, "mean": ours},
+            {"config": {"a_size": 6, "method": "augerino"}, "mean": aug}]
+    assert exp.summarize(rows).splitlines()[-1] == "| 6x6 | 0.001 | 0.008 | 0.004 | 0.001 | 0.990 | yes | 2.00 |"
+    rows[1]["mean"] = {**aug, "mse": 0.0005}
+    assert "| no | 0.12 |" in exp.summarize(rows)
+
+
+def test_shift_bad_settings_are_refused():
+    exp = get_experiment("sharing-shift")
+    with pytest.raises(ValueError, match="method must be one of learned, augerino"):
+        exp.make_config(method="augerin")
+    with pytest.raises(ValueError, match="augerino_max_shift=3 shifts an input of length 3"):
+        exp.make_config(a_size=6, method="augerino", augerino_max_shift=3)
+    with pytest.raises(ValueError, match="a_size must be one of"):
+        exp.make_config(a_size=7)
+    with pytest.raises(ValueError, match="augerino_samples"):
+        exp.make_config(augerino_samples=0)

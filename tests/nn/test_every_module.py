@@ -260,6 +260,9 @@ EXAMPLES = {
     "symkit.discover.baselines.AugerinoPermutation": (
         lambda **f: importlib.import_module("symkit.discover.baselines").AugerinoPermutation(_sum_net(**f), 4, **f),
         _tokens()),
+    "symkit.discover.baselines.AugerinoShift": (
+        lambda **f: importlib.import_module("symkit.discover.baselines").AugerinoShift(nn.Linear(5, 3, **f), **f),
+        _vector(5)),
     "symkit.dynamics.model.ProjectNet": (_project_net, lambda **f: torch.randn(3, 1, 4, 4, **f)),
     "symkit.nn.standardize.Standardize": (_standardized, _emlp_input("EMLP")),
     "symkit.nn.augment.GroupAugmented": (_augmented, _emlp_input("EMLP")),

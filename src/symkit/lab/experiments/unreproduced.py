@@ -156,16 +156,6 @@ UNREPRODUCED = (
         "sharing-gaussian's `n_train` setting covers it (K = 5 presumed: the paper does not say); no archived run",
         command="symkit reproduce sharing-gaussian --set dims=5 --set rank=4 "
                 "--sweep n_train=10,20,30,40,50,60,70,80,90"),
-    Unreproduced(
-        "sharing", "Figure 8, Augerino baseline",
-        "Augerino (five shift samples) learns not to shift and scores as No sharing, with a higher l2-loss than "
-        "Ours",
-        "sharing-shift has no Augerino baseline (sharing-sum has the permutation one)"),
-    Unreproduced(
-        "sharing", "Figure A1 (denoising)",
-        "linear denoiser of step signals against the noise level, 5 seeds: Ours gains most over No sharing and "
-        "Augerino at high noise, all comparable at low noise",
-        "no experiment (the paper states neither K nor the noise levels)"),
 )
 
 #: what the paper-scale runs of a registered experiment need that this project lacks (data sets are never

@@ -25,7 +25,13 @@ def check_lee_metrics(m, arch):
         assert m["layer_frac_embedding"] == 0 and m["layer_frac_mixing"] == 0 and m["layer_frac_conv"] > 0
     else:
         assert m["layer_frac_embedding"] > 0 and m["layer_frac_mixing"] > 0 and m["layer_frac_conv"] == 0
-    assert 0 <= m["shift_changed"] <= 1 and m["sample_translation_error"] > 0
+    # a fraction of (evaluated images x 8 shifts) top-1 predictions: a trained model changes some but not all of
+    # them under shifts of up to 2 pixels (quick seed 0: cnn 6 of 128, mixer 78, vit 90)
+    changed = m["shift_changed"] * 8 * get_experiment("lee-trends").make_config(quick=True).n_eval
+    assert 0 < m["shift_changed"] < 1 and changed == pytest.approx(round(changed), abs=1e-9), m["shift_changed"]
+    assert m["sample_translation_error"] > 0
+    if arch == "cnn":  # pooled convolutions keep most predictions under small shifts (the thesis's Sec. 4.5 contrast)
+        assert m["shift_changed"] < 0.25, m["shift_changed"]
 
 
 def test_quick_mixer_run():

@@ -23,11 +23,12 @@ demo: install
 	$(BIN)/symkit demo --out runs/demo
 
 # one test worker per core (pytest-xdist); a file's tests share a worker, so module fixtures are built once; files
-# in collection order, the longest first (tests/conftest.py LONGEST_FIRST), not xdist's most-tests-first
+# in collection order, the longest first (tests/conftest.py LONGEST_FIRST), not xdist's most-tests-first; the log
+# ends with the 25 slowest tests, so every CI run shows where the suite's time goes
 test: install
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not slow" -p no:cacheprovider
+	$(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -m "not slow" -p no:cacheprovider --durations=25
 
 test-all: install
 	$(BIN)/python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder -p no:cacheprovider

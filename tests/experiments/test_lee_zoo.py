@@ -44,9 +44,22 @@ def test_quick_sweep_measures_three_families(quick_runs):
 def test_report_table_and_figure(quick_runs, tmp_path):
     rows = [{"config": {"model": k}, "mean": m} for k, m in quick_runs.items()]
     text = summarize(rows)
-    assert "| convnet-m | cnn |" in text and "Spearman" in text
+    assert "| convnet-m | cnn |" in text and "| measure | Spearman with accuracy |" in text
+    rho = dict(re.findall(r"^\| (lee_translate_x|eqt_db) \| ([+-][0-9.]+) \|$", text, flags=re.M))
+    assert set(rho) == {"lee_translate_x", "eqt_db"} and all(-1 <= float(v) <= 1 for v in rho.values()), text
     paths = EXP.figures([{"config": {"model": k}, "seed": 0, "metrics": m} for k, m in quick_runs.items()], tmp_path)
     assert len(paths) == 1 and paths[0].stat().st_size > 10_000
+
+
+def test_rank_correlation_gives_ties_their_mean_rank():
+    """Two models with the same accuracy (0.998 twice in docs/lee.md's zoo) are not ordered by their list position:
+    ranks (1, 2.5, 2.5, 4) against (4, 3, 2, 1) give -0.949 either way the tie is listed (arbitrary ranks: -1.0 or
+    -0.8)."""
+    from symkit.lab.experiments.lee_zoo import _rank_correlation
+
+    assert _rank_correlation([0.9, 0.998, 0.998, 0.999], [4, 3, 2, 1]) == pytest.approx(-0.9486832980505138)
+    assert _rank_correlation([0.9, 0.998, 0.998, 0.999], [4, 2, 3, 1]) == pytest.approx(-0.9486832980505138)
+    assert np.isnan(_rank_correlation([0.9, 0.9, 0.9], [1, 2, 3])) and np.isnan(_rank_correlation([1, 2], [1, 2]))
 
 
 def _image_folder(root: Path, split: str, per_class: int) -> None:

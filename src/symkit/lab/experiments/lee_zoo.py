@@ -314,12 +314,14 @@ def run(config: LEEZooConfig) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------ report
 def _rank_correlation(a: Sequence[float], b: Sequence[float]) -> float:
-    """Spearman's rank correlation (no ties expected), nan for fewer than 3 points."""
-    if len(a) < 3:
+    """Spearman's rank correlation (``scipy.stats.spearmanr``: tied values share their mean rank, as accuracies
+    rounded alike do), nan for fewer than 3 points or a constant side."""
+    from scipy.stats import spearmanr
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")
-    ra = np.argsort(np.argsort(np.asarray(a, dtype=float)))
-    rb = np.argsort(np.argsort(np.asarray(b, dtype=float)))
-    return float(np.corrcoef(ra, rb)[0, 1])
+    return float(spearmanr(a, b).statistic)
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -339,12 +341,12 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
                      f"{fmt(m.get('accuracy'))} | " + " | ".join(fmt(m.get(c)) for c in cols)
                      + f" | {m.get('layer_top', '-')} |")
     acc = [float(r["mean"].get("accuracy", float("nan"))) for r in rows]
-    lines += ["", "Spearman rank correlation with accuracy across models (the thesis: LEE falls as accuracy rises):",
-              ""]
+    lines += ["", f"Spearman rank correlation with accuracy across the {len(rows)} models (the thesis: LEE falls and "
+              "EQ-T rises as accuracy rises):", "", "| measure | Spearman with accuracy |", "|---|---|"]
     for c in cols:
         vals = [r["mean"].get(c) for r in rows]
         if all(isinstance(v, (int, float)) for v in vals):
-            lines.append(f"- {c}: {_rank_correlation(acc, vals):.2f}")
+            lines.append(f"| {c} | {_rank_correlation(acc, vals):+.2f} |")
     return "\n".join(lines)
 
 

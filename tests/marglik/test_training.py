@@ -5,10 +5,11 @@ import math
 import pytest
 import torch
 
-from symkit.marglik import MarglikConfig, accuracy, hyper_update_epochs, train_marglik
+from symkit.marglik import MarglikConfig, hyper_update_epochs, train_marglik
 from symkit.marglik.kfac import fit_kfac
 from symkit.marglik.laplace import KroneckerLaplace, map_penalty, prior_groups
 from symkit.nn.relaxed import RelaxedCNN
+from symkit.train import accuracy
 
 
 def _data(n=48, size=8, seed=0):

@@ -12,12 +12,12 @@ from symkit.marglik.laplace import (
     prior_groups,
 )
 from symkit.marglik.omega import OmegaGradient, omega_gradient, omega_parameters
-from symkit.marglik.training import MarglikConfig, MarglikResult, accuracy, hyper_update_epochs, train_marglik
+from symkit.marglik.training import MarglikConfig, MarglikResult, hyper_update_epochs, train_marglik
 
 __all__ = [
     "BatchFactors", "KronBlock", "KronCurvature", "KroneckerLaplace", "LaplaceApproximation", "MarglikConfig",
     "MarglikResult",
-    "OmegaGradient", "PriorGroup", "accuracy", "batch_factors", "effective_layer_types", "exact_ggn",
+    "OmegaGradient", "PriorGroup", "batch_factors", "effective_layer_types", "exact_ggn",
     "expand_prior_precision", "fit_kfac", "hyper_update_epochs", "map_penalty", "omega_gradient", "omega_parameters",
     "path_diagnostics", "prior_groups", "train_marglik",
 ]

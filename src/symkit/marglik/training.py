@@ -175,11 +175,3 @@ def train_marglik(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: Ma
             hooks=[marglik_hook], desc="marglik training",
             precision=precision, max_epochs=max_epochs, max_batches=max_batches).fit((x, y))
     return result
-
-
-@torch.no_grad()
-def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 500) -> float:
-    """Test accuracy of ``model`` (argmax of the outputs)."""
-    model.eval()
-    correct = sum(int((model(xb).argmax(-1) == yb).sum()) for xb, yb in _batches(x, y, batch_size))
-    return correct / len(x)

@@ -39,6 +39,7 @@ from symkit.measure.layerwise import LayerwiseResult, _default_leaf_types, layer
 from symkit.measure.lie import LEEResult, lee
 from symkit.nn._factory import Resettable, factory, place
 from symkit.nn.vision import GlobalAvgPool, MLPMixer, ViT
+from symkit.train import accuracy as top1_accuracy
 
 __all__ = [
     "ZOO",
@@ -48,7 +49,6 @@ __all__ = [
     "Normalize",
     "TinyConvNet",
     "ZooReport",
-    "top1_accuracy",
     "evaluate_model",
     "load_model",
     "load_state_dict",
@@ -392,15 +392,6 @@ class ZooReport:
                 out[f"{key}_top_frac"] = 0.0 if exact else float(r.fractions[top])
         out.update({f"seconds_{k}": v for k, v in self.seconds.items()})
         return out
-
-
-def top1_accuracy(model: nn.Module, x: Tensor, y: Tensor, batch_size: int = 50) -> float:
-    """Top-1 accuracy of ``model`` on images ``x`` with labels ``y``, in batches."""
-    correct = 0
-    with torch.no_grad():
-        for xb, yb in zip(x.split(batch_size), y.split(batch_size)):
-            correct += int((model(xb).argmax(1) == yb.to(xb.device)).sum())
-    return correct / max(len(y), 1)
 
 
 def evaluate_model(

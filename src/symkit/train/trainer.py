@@ -50,7 +50,7 @@ from symkit._checks import check_int, check_number
 from symkit._locks import exclusive_file
 from symkit.progress import progress_bar
 
-__all__ = ["Hook", "TrainResult", "Trainer", "fused_options", "predict"]
+__all__ = ["Hook", "TrainResult", "Trainer", "fused_options"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 SCHEDULES = ("constant", "cosine", "plateau")
@@ -444,10 +444,3 @@ _CHECKPOINT_TYPES = (
     ("optimizer", (dict,), "a state dict"), ("scheduler", (dict, type(None)), "a state dict or None"),
     ("generator", (torch.Tensor,), "a generator state (tensor)"),
 )
-
-
-@torch.no_grad()
-def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
-    """``model(x)`` in eval mode, in batches of ``batch_size``."""
-    model.eval()
-    return torch.cat([model(x[i:i + batch_size]) for i in range(0, x.shape[0], batch_size)])

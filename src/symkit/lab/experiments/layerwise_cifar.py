@@ -47,8 +47,9 @@ from symkit.lab.experiments.layerwise_common import (
     smoke_cut,
 )
 from symkit.lab.experiments.registry import Experiment, PaperValue, Plot, register
-from symkit.marglik import accuracy, effective_layer_types, omega_parameters
+from symkit.marglik import effective_layer_types, omega_parameters
 from symkit.nn.relaxed import RelaxedCNN, count_parameters
+from symkit.train import accuracy
 
 SOURCES = ("digits", "cifar10")
 AUGMENTS = ("none", "crop", "flip+crop")

@@ -33,8 +33,9 @@ from symkit.lab.experiments.layerwise_common import (
     smoke_cut,
 )
 from symkit.lab.experiments.registry import Experiment, PaperValue, Plot, register
-from symkit.marglik import accuracy, effective_layer_types
+from symkit.marglik import effective_layer_types
 from symkit.nn.relaxed import RelaxedCNN, count_parameters
+from symkit.train import accuracy
 
 
 @dataclass

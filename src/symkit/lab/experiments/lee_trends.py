@@ -39,7 +39,7 @@ from symkit.lab.experiments.fields import Count, CountOrZero, Fraction, NonNegat
 from symkit.lab.experiments.registry import Experiment, Plot, register
 from symkit.measure import discrete_shift_consistency, layerwise_lie_derivative, lee, sample_translation_error
 from symkit.nn.vision import build_model
-from symkit.train import Trainer
+from symkit.train import Trainer, accuracy
 
 ARCHS = ("cnn", "mixer", "vit")
 TRANSFORMS = (
@@ -119,11 +119,6 @@ def category(name: str, kind: str) -> str:
     if kind == "AddClassToken":
         return "position"
     return "other"
-
-
-def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    with torch.no_grad():
-        return float((model(x).argmax(1) == y).double().mean())
 
 
 def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: LEETrendsConfig, gen: torch.Generator) -> int:
@@ -210,9 +205,9 @@ def _run(config: LEETrendsConfig) -> dict:
     metrics["lee_init_rotate"] = lee(model, x_test[ev], "rotate").value
 
     metrics["steps"] = _train(model, x_train, y_train, config, gen)
-    metrics["train_acc"] = _accuracy(model, x_train, y_train)
-    metrics["test_acc"] = _accuracy(model, x_test, y_test)
-    metrics["shifted_acc"] = _accuracy(model, x_shift, y_test)
+    metrics["train_acc"] = accuracy(model, x_train, y_train)
+    metrics["test_acc"] = accuracy(model, x_test, y_test)
+    metrics["shifted_acc"] = accuracy(model, x_shift, y_test)
 
     _lee_all(model, x_test[ev], "lee_", metrics)
     metrics["lee_mean_abs_translate_x"] = lee(model, x_test[ev], "translate_x", reduction="mean_abs").value

@@ -49,7 +49,7 @@ from symkit.lab.experiments.fields import Count, CountOrZero, Fraction, NonNegat
 from symkit.lab.experiments.registry import Experiment, PaperValue, register
 from symkit.nn.powernet import ConvNet, PowerNet
 from symkit.stats import interval, mean_and_error
-from symkit.train import Trainer, predict
+from symkit.train import Trainer, accuracy
 
 
 @dataclass
@@ -121,10 +121,6 @@ def _powers(config: ClassifyConfig) -> list[tuple[int, ...]] | None:
                     t[b] = p
                     out.append(tuple(t))
     return out
-
-
-def _accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    return int((predict(model, x).argmax(1) == y).sum()) / len(y)
 
 
 def _data(config: ClassifyConfig, device: torch.device
@@ -200,7 +196,7 @@ def run(config: ClassifyConfig) -> dict:
         history = Trainer(model, F.cross_entropy, lr=lr, weight_decay=config.weight_decay, schedule="cosine",
                           epochs=config.epochs, batch_size=config.batch_size, min_batch=2, generator=gen,
                           desc=f"classify/{name}", **runtime.trainer_settings()).fit(epoch_data).losses
-        out[f"{name}_test_acc"] = _accuracy(model, test_x, test_y)
+        out[f"{name}_test_acc"] = accuracy(model, test_x, test_y)
         out[f"{name}_train_loss"] = history[-1]
         out[f"{name}_params"] = int(sum(p.numel() for p in model.parameters()))
         out[f"{name}_seconds"] = round(time.time() - t, 1)

@@ -60,12 +60,13 @@ def test_each_rpp_decay_reaches_its_own_path():
     import torch
 
     from symkit.groups import O
-    from symkit.lab.experiments.rpp_levels import _penalty, build_model
+    from symkit.lab.experiments.rpp_levels import _penalty
+    from symkit.nn import network
     from symkit.reps import Scalar, V
 
     G = O(3)
     torch.manual_seed(0)
-    model = build_model("rpp", 2 * V(G), V(G) + Scalar, G, 16, 2).double()
+    model = network("rpp", 2 * V(G), V(G) + Scalar, G, ch=16, num_layers=2).double()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "basic" in name:

@@ -17,6 +17,7 @@ from symkit.nn.emlp import (
 )
 from symkit.nn.export import export
 from symkit.nn.groupconv import P4CNN, P4BatchNorm2d, P4Conv2d, P4LiftConv2d, rotate_p4
+from symkit.nn.networks import NETWORKS, network
 from symkit.nn.ode import HamiltonianNet, NeuralODE, rollout, rollout_error
 from symkit.nn.rpp import RPPEMLP, RPPConv2d, RPPGatedNonlinearity, RPPLinear, equivariant_fraction, rpp_penalty
 from symkit.nn.standardize import Standardize, rep_statistics
@@ -27,5 +28,6 @@ __all__ = [
     "swish",
     "uniform_rep", "RPPEMLP", "RPPConv2d", "RPPGatedNonlinearity", "RPPLinear", "equivariant_fraction", "rpp_penalty",
     "Standardize", "rep_statistics", "GroupAugmented", "HamiltonianNet", "NeuralODE", "rollout", "rollout_error",
-    "P4CNN", "P4BatchNorm2d", "P4Conv2d", "P4LiftConv2d", "rotate_p4", "MaskedAutoencoder", "patchify",
+    "P4CNN", "P4BatchNorm2d", "P4Conv2d", "P4LiftConv2d", "rotate_p4", "MaskedAutoencoder", "patchify", "NETWORKS",
+    "network",
 ]

@@ -69,7 +69,7 @@ from torch import nn
 from symkit._checks import check_number
 from symkit._locks import exclusive
 from symkit._stopping import deferred_stop
-from symkit.nn import EMLP, MLP, RPPEMLP
+from symkit.nn import network
 from symkit.nn._weight_cache import WeightCache
 from symkit.nn.rpp import BASIC_INIT_SCALE, RPPGatedNonlinearity, RPPLinear
 from symkit.progress import progress_bar
@@ -157,12 +157,11 @@ def _torso_of(net_kind: str, torso: str) -> str:
 def _network(kind: str, p: LocomotionPreset, rep_in: Any, rep_out: Any, ch: int, num_layers: int,
              bilinear_scale: float, hidden: str, rpp_basic_init: float) -> nn.Module:
     if kind in MLP_KINDS:
-        return MLP(rep_in.size, rep_out.size, ch=ch, num_layers=num_layers, activation=MLP_KINDS[kind])
+        return network("mlp", rep_in, rep_out, p.group, ch=ch, num_layers=num_layers, activation=MLP_KINDS[kind])
     rep = rl_code_hidden_rep(p, ch) if hidden == "rl-code" else hidden_rep(p.group, ch)
-    if kind == "emlp":
-        return EMLP(rep_in, rep_out, p.group, ch=rep, num_layers=num_layers, bilinear_scale=bilinear_scale)
-    return RPPEMLP(rep_in, rep_out, p.group, ch=rep, num_layers=num_layers, bilinear_scale=bilinear_scale,
-                   basic_init_scale=rpp_basic_init)
+    extra = {"basic_init_scale": rpp_basic_init} if kind == "rpp" else {}
+    return network(kind, rep_in, rep_out, p.group, ch=rep, num_layers=num_layers, bilinear_scale=bilinear_scale,
+                   **extra)
 
 
 class _Select(nn.Module):

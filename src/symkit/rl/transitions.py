@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from symkit.groups.base import Group, ProductGroup
-from symkit.nn import EMLP, MLP, RPPEMLP, rep_statistics, rollout_error, rpp_penalty
+from symkit.nn import EMLP, MLP, RPPEMLP, network, rep_statistics, rollout_error, rpp_penalty
 from symkit.reps import Rep, Scalar, V
 from symkit.rl.presets import LocomotionPreset
 from symkit.train import Trainer
@@ -163,14 +163,9 @@ def build_transition_net(kind: str, preset: LocomotionPreset, ch: int = 256, num
     10-step rollouts diverge (Ant: 1e17 after 7 steps), the instability of Sec. 3.7."""
     if kind not in MODELS:
         raise ValueError(f"kind must be one of {MODELS}, got {kind!r}")
-    ds, da = preset.state_size, preset.action_size
-    if kind == "mlp":
-        net: nn.Module = MLP(ds + da, ds, ch=ch, num_layers=num_layers, dtype=dtype)
-    else:
-        G = preset.group
-        cls = EMLP if kind == "emlp" else RPPEMLP
-        net = cls(preset.state_rep + preset.action_rep, preset.state_rep, G, ch=hidden_rep(G, ch),
-                  num_layers=num_layers, dtype=dtype)
+    G = preset.group
+    net = network(kind, preset.state_rep + preset.action_rep, preset.state_rep, G,
+                  ch=ch if kind == "mlp" else hidden_rep(G, ch), num_layers=num_layers, dtype=dtype)
     return scale_last_layer(net, head_scale)
 
 

@@ -29,7 +29,7 @@ from symkit.groups import O13, SO, SO13, Group, O, SO13p
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import Count, CountOrZero, Positive, Seed
 from symkit.lab.experiments.registry import Experiment, PaperValue, Plot, register
-from symkit.nn import EMLP, MLP, GroupAugmented, Standardize
+from symkit.nn import GroupAugmented, Standardize, network
 from symkit.train import Trainer
 
 DATASETS = ("o5", "inertia", "particle")
@@ -90,12 +90,10 @@ def run(config: DataEfficiencyConfig) -> dict:
     x_val, y_val = (t.float().to(device) for t in data.generate(config.n_val, seed=3 * config.seed + 1))
     x_test, y_test = (t.float().to(device) for t in data.generate(config.n_test, seed=3 * config.seed + 2))
     torch.manual_seed(config.seed)
-    if config.model.startswith("emlp"):
-        core = EMLP(rep_in, rep_out, G, ch=config.ch, num_layers=config.num_layers)
-    else:
-        core = MLP(rep_in.size, rep_out.size, ch=config.ch, num_layers=config.num_layers)
-        if config.model == "mlp-aug":
-            core = GroupAugmented(core, rep_in, rep_out, G, seed=config.seed)
+    core = network("emlp" if config.model.startswith("emlp") else "mlp", rep_in, rep_out, G, ch=config.ch,
+                   num_layers=config.num_layers)
+    if config.model == "mlp-aug":
+        core = GroupAugmented(core, rep_in, rep_out, G, seed=config.seed)
     model = Standardize(core.to(device), rep_in, rep_out, x, y).to(device)
     epochs = config.epochs or min(900_000 // config.n_train, 1000)
     steps_per_epoch = -(-config.n_train // config.batch_size)

@@ -4,7 +4,7 @@ inertia and one on modified inertia, and the equivariance error of their members
 One run is one ensemble member: an RPP-EMLP of ``(R + V)^5 -> V (x) V`` for O(3), trained as in rpp-levels'
 inertia panels (Sec. 3.5.1): ``setting="exact"`` is the inertia data, ``"approximate"`` the modified inertia
 (:data:`symkit.lab.experiments.rpp_levels.PANELS`), with rpp-levels' seeded data
-(:func:`~symkit.lab.experiments.rpp_levels.regression_data`), model (``build_model``), ``Standardize`` wrapper,
+(:func:`~symkit.lab.experiments.rpp_levels.regression_data`), model (``symkit.nn.network``), ``Standardize`` wrapper,
 sizes and RPP priors (the authors' decays on the mean squared error, ``equivariant_wd = 1e-3``, ``basic_wd =
 1e2``). An ensemble is the runs of one setting over seeds; the default sweep is both settings x seeds 0-9, the
 thesis's 10 members per ensemble, at the thesis's sizes (rpp-levels' ``size="thesis"``: 1000 training and 1000 test
@@ -58,7 +58,7 @@ from symkit.lab.experiments import rpp_levels
 from symkit.lab.experiments.fields import Count, CountOrZero, NonNegative, Positive, Seed
 from symkit.lab.experiments.registry import Experiment, Plot, register
 from symkit.measure import sampled_equivariance_error
-from symkit.nn import Standardize
+from symkit.nn import Standardize, network
 from symkit.nn.rpp import equivariant_fraction
 from symkit.reps import Rep
 from symkit.train import Trainer
@@ -155,7 +155,7 @@ def train_member(config: Config) -> Member:
     x_train, y_train, x_test, y_test = rpp_levels.regression_data(levels, data, size)
     probe = x_test[: config.equivariance_inputs]
     device = runtime.device()
-    net = rpp_levels.build_model("rpp", rep_in, rep_out, G, size["ch"], size["num_layers"]).to(device)
+    net = network("rpp", rep_in, rep_out, G, ch=size["ch"], num_layers=size["num_layers"]).to(device)
     model = Standardize(net, rep_in, rep_out, x_train, y_train).to(device)
     epochs: list[int] = []
     errors: list[float] = []

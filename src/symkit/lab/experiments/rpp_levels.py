@@ -41,14 +41,14 @@ from dataclasses import dataclass
 import torch
 
 from symkit.datasets.tasks import SymmetricTask, task
-from symkit.groups import SL, SO, Group, O, O2eR3
+from symkit.groups import SL, SO, O, O2eR3
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import CountOrZero, NonNegative, Positive, Seed
 from symkit.lab.experiments.pendulum import cached_data, state_scale
 from symkit.lab.experiments.registry import Experiment, Plot, register
-from symkit.nn import EMLP, MLP, HamiltonianNet, Standardize
-from symkit.nn.rpp import RPPEMLP, equivariant_fraction, rpp_penalty
-from symkit.reps import Rep, Scalar, V
+from symkit.nn import HamiltonianNet, Standardize, network
+from symkit.nn.rpp import equivariant_fraction, rpp_penalty
+from symkit.reps import Scalar, V
 from symkit.train import Trainer, evaluate_dynamics, train_dynamics
 
 DATASETS = ("inertia", "pendulum")
@@ -113,14 +113,6 @@ def _check(config: Config) -> None:
             raise ValueError(f"{name} must be one of {allowed}, got {getattr(config, name)!r}")
 
 
-def build_model(model: str, rep_in: Rep, rep_out: Rep, G: Group, ch: int, num_layers: int) -> torch.nn.Module:
-    """The MLP, the EMLP or the RPP-EMLP (``model``) for reps of the group ``G``."""
-    if model == "mlp":
-        return MLP(rep_in.size, rep_out.size, ch=ch, num_layers=num_layers)
-    cls = EMLP if model == "emlp" else RPPEMLP
-    return cls(rep_in, rep_out, G, ch=ch, num_layers=num_layers)
-
-
 def sizes(config: Config) -> dict[str, int]:
     """``n_train``, ``n_test``, ``ch``, ``num_layers``, ``epochs`` and ``batch_size`` of a run: the config's, or
     the data set's size (``config.size``) where the config says 0."""
@@ -176,7 +168,7 @@ def _run_regression(config: Config, data: SymmetricTask, G, size: dict[str, int]
     rep_in, rep_out = data.reps(G)
     device = runtime.device()
     x_train, y_train, x_test, y_test = regression_data(config, data, size)
-    net = build_model(config.model, rep_in, rep_out, G, size["ch"], size["num_layers"]).to(device)
+    net = network(config.model, rep_in, rep_out, G, ch=size["ch"], num_layers=size["num_layers"]).to(device)
     model = Standardize(net, rep_in, rep_out, x_train, y_train).to(device)
     Trainer(model, lambda out, y: torch.mean((out - y) ** 2), penalty=_penalty(config), lr=config.lr,
             epochs=size["epochs"], batch_size=size["batch_size"], seed=config.seed,
@@ -192,7 +184,7 @@ def _run_pendulum(config: Config, pendulum: SymmetricTask, G, size: dict[str, in
     """A Hamiltonian network ``4 V -> Scalar`` trained through rollouts of the (windy) pendulum's chunks."""
     data = cached_data(size["n_train"], size["n_test"], size["n_test"], config.seed, not pendulum.exact)
     device = runtime.device()
-    net = build_model(config.model, 4 * V(G), Scalar, G, size["ch"], size["num_layers"]).to(device)
+    net = network(config.model, 4 * V(G), Scalar, G, ch=size["ch"], num_layers=size["num_layers"]).to(device)
     hnn = HamiltonianNet(net, state_scale(data.train).to(device))
     train_dynamics(hnn, data.train, **runtime.trainer_settings(), epochs=size["epochs"], lr=config.lr,
                    batch_size=size["batch_size"],

@@ -40,3 +40,15 @@ def test_network_names_what_is_wrong():
         network("mlp", V(G), Scalar, G, bilinear_scale=0.1)
     with pytest.raises(TypeError, match="an MLP's ch is its hidden width"):
         network("mlp", V(G), Scalar, G, ch=4 * V(G))
+
+
+def test_parameter_like_reads_the_first_floating_tensor_then_falls_back_to_the_default():
+    from torch import nn
+
+    from symkit.nn import parameter_like
+
+    assert parameter_like(nn.Linear(2, 3).double()) == (torch.device("cpu"), torch.float64)
+    assert parameter_like(nn.Linear(2, 3, device="meta")) == (torch.device("meta"), torch.float32)
+    bn = nn.BatchNorm1d(3, affine=False).double()  # buffers only (num_batches_tracked is an integer buffer)
+    assert parameter_like(bn) == (torch.device("cpu"), torch.float64)
+    assert parameter_like(nn.ReLU()) == (torch.device("cpu"), torch.get_default_dtype())

@@ -18,6 +18,7 @@ from torch.func import functional_call, grad, jvp
 from symkit.actions.grid import Element
 from symkit.dynamics.model import ProjectNet
 from symkit.dynamics.training import Loss, _loss, _transform
+from symkit.nn import parameter_like
 
 __all__ = [
     "flat_params", "unflatten", "risk_fn", "hvp_fn", "project_flat", "lift_flat", "lift_bilinear", "project_bilinear",
@@ -125,7 +126,7 @@ def perp_hessian_eigs(
     mask positive ones of E^perp. Eigenvalues below 0 mean E is unstable under the augmented flow (Eq. 27).
     """
     w = flat_params(model).to(torch.float64)
-    dtype = next(model.parameters()).dtype
+    dtype = parameter_like(model)[1]
     if dtype != torch.float64:
         raise TypeError(f"perp_hessian_eigs needs a float64 model for Lanczos accuracy, got {dtype}")
     hvp = hvp_fn(risk_fn(model, X, Y, loss, "augmented"), w)

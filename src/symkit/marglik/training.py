@@ -26,6 +26,7 @@ from symkit._checks import check_int
 from symkit.marglik.kfac import fit_kfac
 from symkit.marglik.laplace import KroneckerLaplace, PriorGroup, map_penalty, prior_groups
 from symkit.marglik.omega import omega_gradient, omega_parameters
+from symkit.nn import parameter_like
 from symkit.train import Trainer
 
 
@@ -134,7 +135,7 @@ def train_marglik(model: nn.Module, x: torch.Tensor, y: torch.Tensor, config: Ma
     n = len(x)
     gen = torch.Generator().manual_seed(config.seed)
     groups = prior_groups(model, None, config.prior_structure)
-    device = next(iter(model.parameters())).device
+    device = parameter_like(model)[0]
     log_prior_prec = torch.full((len(groups),), math.log(config.prior_prec_init), dtype=torch.float64,
                                 device=device, requires_grad=True)
     opt_hyp = torch.optim.Adam([log_prior_prec], lr=config.lr_hyp)

@@ -24,6 +24,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 from torch import Tensor
 
+from symkit.nn import parameter_like
 from symkit.reps import Rep
 from symkit.reps import equivariance_error as matrix_equivariance_error
 from symkit.reps.errors import scale_adjusted_error
@@ -68,20 +69,13 @@ def _inputs(x: Tensor | None, rep_in: Rep, dtype: torch.dtype, batch: int, seed:
     return x
 
 
-def _model_device(model: Any) -> torch.device | None:
-    if isinstance(model, torch.nn.Module):
-        p = next(iter(model.parameters()), None)
-        if p is not None:
-            return p.device
-    return None
-
-
-def _model_dtype(model: Any) -> torch.dtype:
-    if isinstance(model, torch.nn.Module):
-        p = next(iter(model.parameters()), None)
-        if p is not None:
-            return p.dtype
-    return torch.float64
+def _placement(model: Any) -> tuple[torch.device | None, torch.dtype]:
+    """Where a model's drawn inputs go: a module's parameters' device and dtype (:func:`symkit.nn.parameter_like`);
+    for a plain callable, or a module with no floating tensors, the CPU in float64 (exactness)."""
+    if isinstance(model, torch.nn.Module) and any(t.is_floating_point() for t in (*model.parameters(),
+                                                                                 *model.buffers())):
+        return parameter_like(model)
+    return None, torch.float64
 
 
 def linear_lie_derivative(W: Tensor | np.ndarray, rep_in: Rep, rep_out: Rep, A: Any) -> np.ndarray:
@@ -135,7 +129,7 @@ def generator_lie_derivatives(
     """
     rep_in, rep_out = _reps(model, rep_in, rep_out)
     G = _group(rep_in, rep_out, G)
-    x = _inputs(x, rep_in, _model_dtype(model), batch, seed, _model_device(model))
+    x = _inputs(x, rep_in, _placement(model)[1], batch, seed, _placement(model)[0])
     algebra = np.asarray(G.lie_algebra)
     out = [rep_lie_derivative(model, x, A, rep_in, rep_out) for A in algebra]
     if not out:
@@ -204,7 +198,7 @@ def sampled_equivariance_error(
         return EquivarianceReport(lie, [], [err], [], extra={"matrix_error": err})
     rep_in, rep_out = _reps(model, rep_in, rep_out)
     G = _group(rep_in, rep_out, G)
-    x = _inputs(x, rep_in, _model_dtype(model), batch, seed, _model_device(model))
+    x = _inputs(x, rep_in, _placement(model)[1], batch, seed, _placement(model)[0])
     fx = _call(model, x)
     if fx.ndim != 2 or fx.shape[1] != rep_out.size:
         raise ValueError(f"model returned shape {tuple(fx.shape)}, expected (B, {rep_out.size}) for {rep_out!r}")

@@ -2,6 +2,7 @@
 layer families in their submodules (`symkit.nn.powernet`, `symkit.nn.relaxed`, `symkit.nn.sharing`,
 `symkit.nn.vision`)."""
 
+from symkit.nn._inputs import parameter_like
 from symkit.nn.augment import GroupAugmented
 from symkit.nn.emlp import (
     EMLP,
@@ -29,5 +30,5 @@ __all__ = [
     "uniform_rep", "RPPEMLP", "RPPConv2d", "RPPGatedNonlinearity", "RPPLinear", "equivariant_fraction", "rpp_penalty",
     "Standardize", "rep_statistics", "GroupAugmented", "HamiltonianNet", "NeuralODE", "rollout", "rollout_error",
     "P4CNN", "P4BatchNorm2d", "P4Conv2d", "P4LiftConv2d", "rotate_p4", "MaskedAutoencoder", "patchify", "NETWORKS",
-    "network",
+    "network", "parameter_like",
 ]

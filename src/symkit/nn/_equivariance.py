@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from symkit.nn._inputs import first_floating
+from symkit.nn._inputs import parameter_like
 from symkit.testing import assert_equivariant
 
 __all__ = ["Equivariant"]
@@ -47,13 +47,6 @@ class Equivariant:
         if inputs is None and hasattr(rep_in, "act"):
             inputs = self.example_input(generator=torch.Generator().manual_seed(seed))
         return assert_equivariant(self, rep_in, rep_out, tol=tol, n=n, seed=seed, inputs=inputs)
-
-
-def parameter_like(module: torch.nn.Module) -> tuple[torch.device, torch.dtype]:
-    """The device and floating dtype of ``module``'s first floating parameter or buffer (CPU and the default dtype
-    for a module with none)."""
-    t = first_floating(module)
-    return (torch.device("cpu"), torch.get_default_dtype()) if t is None else (t.device, t.dtype)
 
 
 def standard_normal(module: torch.nn.Module, shape: tuple[int, ...], generator: torch.Generator | None) -> torch.Tensor:

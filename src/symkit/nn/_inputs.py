@@ -10,7 +10,7 @@ from torch import nn
 
 from symkit.reps.core import Rep
 
-__all__ = ["check_input", "check_rep", "first_floating"]
+__all__ = ["check_input", "check_rep", "first_floating", "parameter_like"]
 
 
 def check_rep(what: str, rep: Any) -> Rep:
@@ -32,6 +32,13 @@ def first_floating(module: nn.Module) -> torch.Tensor | None:
             if t.is_floating_point():
                 return t
     return None
+
+
+def parameter_like(module: nn.Module) -> tuple[torch.device, torch.dtype]:
+    """The device and dtype of ``module``'s first floating parameter (else buffer): where and in what precision its
+    inputs belong; CPU and the default dtype for a module with no floating tensors."""
+    t = first_floating(module)
+    return (torch.device("cpu"), torch.get_default_dtype()) if t is None else (t.device, t.dtype)
 
 
 def _autocast_dtype(x: torch.Tensor) -> bool:

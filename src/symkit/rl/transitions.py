@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from symkit.groups.base import Group, ProductGroup
-from symkit.nn import EMLP, MLP, RPPEMLP, network, rep_statistics, rollout_error, rpp_penalty
+from symkit.nn import EMLP, MLP, RPPEMLP, network, parameter_like, rep_statistics, rollout_error, rpp_penalty
 from symkit.reps import Rep, Scalar, V
 from symkit.rl.presets import LocomotionPreset
 from symkit.train import Trainer
@@ -177,8 +177,7 @@ class TransitionModel(nn.Module):
     def __init__(self, net: nn.Module, preset: LocomotionPreset, data: Rollouts, max_rms: float = 5.0) -> None:
         super().__init__()
         self.net, self.preset, self.max_rms = net, preset, float(max_rms)
-        param = next(p for p in net.parameters() if p.is_floating_point())
-        dtype, device = param.dtype, param.device
+        device, dtype = parameter_like(net)
         x = data.states[:, :-1].reshape(-1, preset.state_size)
         dx = (data.states[:, 1:] - data.states[:, :-1]).reshape(-1, preset.state_size)
         u = data.actions.reshape(-1, preset.action_size)

@@ -34,6 +34,7 @@ from symkit.marglik import (
     train_marglik,
 )
 from symkit.marglik.training import hyper_update
+from symkit.nn import parameter_like
 from symkit.train import Trainer
 
 METHODS = ("laplace", "map")
@@ -126,7 +127,7 @@ def _map_with_omega(cfg: LayerwiseConfig, model: nn.Module, x: torch.Tensor, y: 
     """MAP training at the initial prior precisions in which the learnable length-scales ω train with θ on the MAP
     loss (they have no prior), as the authors' code trains them (its ω runs are MAP runs)."""
     groups = prior_groups(model, None, cfg.prior_structure)
-    device = next(iter(model.parameters())).device
+    device = parameter_like(model)[0]
     log_prior_prec = torch.full((len(groups),), math.log(cfg.prior_prec_init), dtype=torch.float64, device=device,
                                 requires_grad=True)
     fit = Trainer(model, F.cross_entropy, penalty=lambda m: map_penalty(m, groups, log_prior_prec, len(x)),

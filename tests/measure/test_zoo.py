@@ -119,6 +119,11 @@ def test_state_dicts_are_unwrapped_and_mismatches_named(tmp_path):
         load_model(f"vit-m@{tmp_path / 'ckpt.pth'}")
     with pytest.raises(FileNotFoundError, match="missing.pt"):
         load_model(f"vit-s@{tmp_path / 'missing.pt'}")
+    # timm's training script keeps the EMA weights beside the raw ones; the EMA ones are read, as timm reads them
+    ema = {k: v + 1 if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    torch.save({"state_dict": state, "model_ema": ema}, tmp_path / "ema.pth")
+    read = load_state_dict(tmp_path / "ema.pth")
+    assert all(torch.equal(read[k], ema[k]) for k in ema)
     torch.save({"not": "tensors"}, tmp_path / "odd.pt")
     with pytest.raises(ValueError, match="state dict"):
         load_state_dict(tmp_path / "odd.pt")

@@ -9,7 +9,10 @@ timm model name ``timm:resnet50`` (needs timm installed; the model is built with
 downloads), or the name of one of the small models of :data:`ZOO` (convnets, MLP-Mixers and ViTs built here).
 Keyword arguments are Python literals. ``weights`` is a local file holding a state dict, read with
 ``torch.load(..., weights_only=True)`` (or a ``.safetensors`` file when safetensors is installed); checkpoints that
-wrap the state dict under ``state_dict`` / ``model`` / ``state_dict_ema`` and ``module.`` prefixes are unwrapped.
+wrap the state dict are unwrapped as timm's ``load_state_dict`` reads them (the EMA weights first: ``state_dict_ema``,
+``model_ema``, then ``state_dict``, ``model``; and ``model_state``), and ``module.`` prefixes are dropped. symkit reads
+the file itself rather than through timm, so that ``weights_only=True`` holds on every torch version and the weights
+a spec loads do not depend on whether timm is installed.
 A model that declares its input normalisation as timm models do (``pretrained_cfg`` / ``default_cfg`` with ``mean``
 and ``std``) gets a :class:`Normalize` layer in front, so every measurement is on images in [0, 1].
 
@@ -240,7 +243,7 @@ def load_state_dict(path: str | Path) -> dict[str, Tensor]:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:  # pickle errors of files that hold more than tensors
             raise ValueError(f"{path}: not a state dict that torch.load(weights_only=True) can read ({exc})") from None
-    for key in ("state_dict_ema", "state_dict", "model", "model_state"):
+    for key in ("state_dict_ema", "model_ema", "state_dict", "model", "model_state"):  # timm's order, EMA first
         if isinstance(state, Mapping) and isinstance(state.get(key), Mapping):
             state = state[key]
             break

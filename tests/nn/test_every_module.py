@@ -312,6 +312,8 @@ COVERED_BY = {
     "symkit.rl.transitions.TransitionModel": "symkit.rl.transitions._Rollout",
     "symkit.nn.emlp._BasisExpansion": "symkit.nn.emlp.EquivariantLinear",
     "symkit.nn.rpp._RPPBlock": "symkit.nn.rpp.RPPEMLP",
+    "symkit.nn.emlp._GatedBlock": "symkit.nn.emlp.EMLPBlock",
+    "symkit.nn.emlp._BlockNetwork": "symkit.nn.emlp.EMLP",
     "symkit.nn.powernet.bases.Base": "symkit.nn.powernet.bases.DenseBase",
     "symkit.nn.powernet.net._Head": "symkit.nn.powernet.net.PowerNet",
     "symkit.nn.powernet.net._ConvBlock": "symkit.nn.powernet.net.ConvNet",

@@ -430,7 +430,30 @@ def uniform_rep(ch: int, G: Group) -> Rep:
     return SumRep(parts)
 
 
-class EMLPBlock(Resettable, Equivariant, nn.Module):
+class _GatedBlock(Equivariant, nn.Module):
+    """The layer of Figure 2.4 that EMLP and RPP-EMLP blocks share: ``nonlinearity(h + bilinear(h))`` with
+    ``h = linear(x)`` (no bilinear term when ``bilinear`` is None). Subclasses build the three parts."""
+
+    linear: nn.Module
+    bilinear: nn.Module | None
+    nonlinearity: nn.Module
+
+    @property
+    def rep_in(self) -> Rep:
+        return self.linear.rep_in
+
+    @property
+    def rep_out(self) -> Rep:
+        return self.nonlinearity.rep_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.linear(x)
+        if self.bilinear is not None:
+            h = h + self.bilinear(h)
+        return self.nonlinearity(h)
+
+
+class EMLPBlock(Resettable, _GatedBlock):
     """Equivariant linear layer to ``gated(rep_out)``, a bilinear layer with a shortcut, then the gated
     nonlinearity (Figure 2.4)."""
 
@@ -441,20 +464,6 @@ class EMLPBlock(Resettable, Equivariant, nn.Module):
         self.bilinear = (BiLinear(gated(rep_out), scale=bilinear_scale, device=device, dtype=dtype) if bilinear
                          else None)
         self.nonlinearity = GatedNonlinearity(rep_out, device=device)
-
-    @property
-    def rep_in(self) -> Rep:
-        return self.linear.rep_in
-
-    @property
-    def rep_out(self) -> Rep:
-        return self.nonlinearity.rep
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.linear(x)
-        if self.bilinear is not None:
-            h = h + self.bilinear(h)
-        return self.nonlinearity(h)
 
 
 def layer_reps(
@@ -467,7 +476,27 @@ def layer_reps(
     return [rep_in, *(c if isinstance(c, Rep) else uniform_rep(c, group) for c in widths)]
 
 
-class EMLP(Resettable, Equivariant, nn.Module):
+class _BlockNetwork(Equivariant, nn.Module):
+    """The skeleton EMLP and RPP-EMLP share: ``head(blocks(x))``, one block per pair of consecutive layer reps
+    (:func:`layer_reps`), then a linear head to ``rep_out``. :meth:`_build` makes them from the subclass's block and
+    head constructors, in that order (the order the initial values are drawn in)."""
+
+    def _build(self, rep_in: Rep, rep_out: Rep, group: Group, ch: int | Rep | Sequence[int | Rep], num_layers: int,
+               block: Any, head: Any, who: str) -> None:
+        rep_in, rep_out = model_reps(rep_in, rep_out, group, who=who)
+        reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
+        self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
+        self.in_features, self.out_features = rep_in.size, rep_out.size
+        self.blocks = nn.Sequential(*[block(a, b) for a, b in zip(reps, reps[1:])])
+        self.head = head(reps[-1], rep_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_input(lambda: f"{type(self).__name__} ({self.rep_in!r} -> {self.rep_out!r})", self, x,
+                    self.in_features)
+        return self.head(self.blocks(x))
+
+
+class EMLP(Resettable, _BlockNetwork):
     """An equivariant MLP ``rep_in -> rep_out``: ``num_layers`` EMLP blocks then an equivariant linear layer.
 
     ``ch`` is the width of each hidden layer: an int (allocated by :func:`uniform_rep`), a Rep, or a list of
@@ -494,18 +523,10 @@ class EMLP(Resettable, Equivariant, nn.Module):
         bilinear_scale: float = 0.1,
     ) -> None:
         super().__init__()
-        rep_in, rep_out = model_reps(rep_in, rep_out, group)
-        reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
-        self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
-        self.in_features, self.out_features = rep_in.size, rep_out.size
         f = {"device": device, "dtype": dtype}
-        self.blocks = nn.Sequential(*[EMLPBlock(a, b, bilinear=bilinear, bilinear_scale=bilinear_scale, **f)
-                                      for a, b in zip(reps, reps[1:])])
-        self.head = EquivariantLinear(reps[-1], rep_out, **f)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_input(lambda: f"EMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.in_features)
-        return self.head(self.blocks(x))
+        self._build(rep_in, rep_out, group, ch, num_layers,
+                    block=lambda a, b: EMLPBlock(a, b, bilinear=bilinear, bilinear_scale=bilinear_scale, **f),
+                    head=lambda a, b: EquivariantLinear(a, b, **f), who="EMLP")
 
 
 #: the hidden-layer nonlinearities :class:`MLP` offers

@@ -36,10 +36,10 @@ from symkit.nn.emlp import (
     BiLinear,
     EquivariantLinear,
     GatedNonlinearity,
+    _BlockNetwork,
+    _GatedBlock,
     check_input,
     gated,
-    layer_reps,
-    model_reps,
     swish,
 )
 from symkit.nn.relaxed.container import RelaxedLayer
@@ -127,7 +127,10 @@ class RPPGatedNonlinearity(Resettable, Equivariant, nn.Module):
         return g + self.basic * (g if self.gated.pointwise else swish(x[..., : self.basic.shape[0]]))
 
 
-class _RPPBlock(Equivariant, nn.Module):
+class _RPPBlock(_GatedBlock):
+    """:class:`EMLPBlock` with residual flexible paths: an :class:`RPPLinear` and an RPP gated nonlinearity (a plain
+    one under a subgroup, whose gates are already ``H``-equivariant)."""
+
     def __init__(self, rep_in: Rep, rep_out: Rep, subgroup: Group | None = None, device: Any = None,
                  dtype: torch.dtype | None = None, bilinear_scale: float = 0.1,
                  basic_init_scale: float = BASIC_INIT_SCALE) -> None:
@@ -139,20 +142,8 @@ class _RPPBlock(Equivariant, nn.Module):
                                                   basic_init_scale=basic_init_scale) if subgroup is None
                              else GatedNonlinearity(rep_out, device=device))
 
-    @property
-    def rep_in(self) -> Rep:
-        return self.linear.rep_in
 
-    @property
-    def rep_out(self) -> Rep:
-        return self.nonlinearity.rep_out
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.linear(x)
-        return self.nonlinearity(h + self.bilinear(h))
-
-
-class RPPEMLP(Resettable, Equivariant, nn.Module):
+class RPPEMLP(Resettable, _BlockNetwork):
     """An EMLP whose every layer has a residual flexible path (RPP-EMLP, Sec. 3.4): unconstrained, or with
     ``subgroup=H`` equivariant under ``H`` (the model is then exactly ``H``-equivariant, softly ``group``-
     equivariant). Train it with ``loss = sum of negative log likelihoods + rpp_penalty(model, sigma_a, sigma_b)``.
@@ -174,19 +165,12 @@ class RPPEMLP(Resettable, Equivariant, nn.Module):
         basic_init_scale: float = BASIC_INIT_SCALE,
     ) -> None:
         super().__init__()
-        rep_in, rep_out = model_reps(rep_in, rep_out, group, who="RPPEMLP")
-        reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
-        self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
-        self.in_features, self.out_features = rep_in.size, rep_out.size
         self.subgroup = subgroup
-        self.blocks = nn.Sequential(*[_RPPBlock(a, b, subgroup, device, dtype, bilinear_scale, basic_init_scale)
-                                      for a, b in zip(reps, reps[1:])])
-        self.head = RPPLinear(reps[-1], rep_out, subgroup, device=device, dtype=dtype,
-                              basic_init_scale=basic_init_scale)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_input(lambda: f"RPPEMLP ({self.rep_in!r} -> {self.rep_out!r})", self, x, self.in_features)
-        return self.head(self.blocks(x))
+        self._build(rep_in, rep_out, group, ch, num_layers,
+                    block=lambda a, b: _RPPBlock(a, b, subgroup, device, dtype, bilinear_scale, basic_init_scale),
+                    head=lambda a, b: RPPLinear(a, b, subgroup, device=device, dtype=dtype,
+                                                basic_init_scale=basic_init_scale),
+                    who="RPPEMLP")
 
 
 class RPPConv2d(RelaxedLayer):

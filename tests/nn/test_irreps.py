@@ -152,3 +152,36 @@ def test_callers_that_only_read_the_weight_build_no_irreducible_form():
     assert fast.irrep_product is not None and dense.irrep_product is None
     x = torch.randn(32, rep.size, dtype=torch.float64)
     assert torch.allclose(fast(x), dense(x), rtol=0, atol=1e-12)
+
+
+def test_a_pair_of_reps_is_planned_once_and_no_layer_can_change_another_layers_plan(monkeypatch):
+    """An O(3) EMLP's hidden layers share one (rep, gated rep) pair, and a second model asks for the same pairs:
+    each pair is planned once per process. The plan's arrays are read-only and each layer keeps copies, so writing
+    into one layer's buffers leaves the other layers and later models as they were."""
+    import symkit.nn._isotypic as iso
+    from symkit.nn import EMLP
+
+    G = O(3)
+    hidden = uniform_rep(384, G)
+    made = []
+    make = iso.make_plan
+    monkeypatch.setattr(iso, "_PLANS", {})
+    monkeypatch.setattr(iso, "make_plan", lambda *a, **k: made.append(a[:2]) or make(*a, **k))
+    model = EMLP(4 * V(G), V(G) ** 2, G, ch=hidden, num_layers=3, dtype=torch.float64)
+    pairs = {(a._key(), b._key()) for a, b in made}
+    assert len(made) == len(pairs) == 3  # (input, gated), (hidden, gated) for two layers, (hidden, output)
+    EMLP(4 * V(G), V(G) ** 2, G, ch=hidden, num_layers=3)
+    assert len(made) == 3
+    plan = next(p for p in iso._PLANS.values() if p is not None)
+    assert not plan.weight_coef.flags.writeable and not plan.in_rotation[0][1].flags.writeable
+    layers = [b.linear for b in model.blocks[1:]]
+    products = [lin.irrep_product for lin in layers]
+    assert all(p is not None for p in products)
+    x = torch.randn(600, hidden.size, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    before = layers[1](x)
+    with torch.no_grad():
+        products[0].weight_coef.mul_(2.0)  # one layer's buffer changed in place
+        products[0].in_P_0.mul_(-1.0)
+    assert torch.equal(layers[1](x), before)
+    fresh = EMLP(4 * V(G), V(G) ** 2, G, ch=hidden, num_layers=3, dtype=torch.float64)
+    assert torch.equal(fresh.blocks[2].linear.irrep_product.weight_coef, products[1].weight_coef)

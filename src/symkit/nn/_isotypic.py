@@ -18,6 +18,7 @@ such as the Lorentz group, irreps of complex or quaternionic type such as SO(2)'
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ from symkit.reps.core import Rep
 from symkit.reps.isotypic import IsotypicDecomposition, isotypic_decomposition
 from symkit.reps.solve import dense_array, object_index
 
-__all__ = ["IrrepPlan", "plan_irreps", "IrrepProduct", "MAX_RATIO", "MIN_DENSE"]
+__all__ = ["IrrepPlan", "plan_irreps", "make_plan", "IrrepProduct", "MAX_RATIO", "MIN_DENSE"]
 
 #: relative size below which a basis matrix's coefficient on an irrep pair is the rounding of an exact zero and is
 #: left out of the weight assembly; a genuine coefficient can be far smaller than 1e-8 (a random alignment of the
@@ -74,7 +75,7 @@ def _types(blocks: list, dec: IsotypicDecomposition) -> list[tuple[np.ndarray, n
     types = []
     for blk in blocks:
         split = dec.of(blk.leaves)
-        types.append((blk.pos, np.array(split.P), list(split.subspaces)))  # P writable: torch shares float64 memory
+        types.append((np.array(blk.pos), np.array(split.P), list(split.subspaces)))  # the plan's own copies
     return types
 
 
@@ -94,8 +95,33 @@ def _order(types: list, copies: dict, labels: list, dims: dict) -> np.ndarray:
     return np.asarray(pos, dtype=np.int64)
 
 
+_PLANS: dict[tuple, IrrepPlan | None] = {}
+_PLANS_LOCK = threading.Lock()
+
+
 def plan_irreps(rep_in: Rep, rep_out: Rep, parts: list, coefficient_sizes: list[int],
                 max_ratio: float = MAX_RATIO, min_dense: int = MIN_DENSE) -> IrrepPlan | None:
+    """:func:`make_plan`, once per pair of reps (and setting) in a process: an EMLP's hidden layers ask for the same
+    pair, and every model built again asks again. The plan's arrays are read-only (an :class:`IrrepProduct` copies
+    what it keeps), so no layer can change another's plan."""
+    key = (rep_in._key(), rep_out._key(), tuple(coefficient_sizes), float(max_ratio), int(min_dense))
+    with _PLANS_LOCK:
+        if key in _PLANS:
+            return _PLANS[key]
+    plan = make_plan(rep_in, rep_out, parts, coefficient_sizes, max_ratio, min_dense)
+    if plan is not None:
+        for arrays in (plan.in_rotation, plan.out_rotation):
+            for pos, P in arrays:
+                pos.setflags(write=False)
+                P.setflags(write=False)
+        for a in (plan.in_order, plan.out_order, plan.weight_src, plan.weight_dst, plan.weight_coef):
+            a.setflags(write=False)
+    with _PLANS_LOCK:
+        return _PLANS.setdefault(key, plan)
+
+
+def make_plan(rep_in: Rep, rep_out: Rep, parts: list, coefficient_sizes: list[int],
+              max_ratio: float = MAX_RATIO, min_dense: int = MIN_DENSE) -> IrrepPlan | None:
     """The plan for ``rep_in >> rep_out`` whose structured basis has blocks ``parts`` (``(pos, Q)``, coefficients of
     ``coefficient_sizes`` entries each, flattened in order); ``None`` where the irreducible form does not apply or
     would cost more than ``max_ratio`` of the dense product (multiply-adds per sample), or where assembling the
@@ -210,13 +236,13 @@ class IrrepProduct(nn.Module):
                 row[pos.T.reshape(-1)] = next_row + np.arange(m * d)
                 next_row += m * d
                 shapes.append((m, d))
-                self.register_buffer(f"{kind}_P_{len(shapes) - 1}", torch.as_tensor(P, **f), persistent=False)
+                self.register_buffer(f"{kind}_P_{len(shapes) - 1}", torch.tensor(P, **f), persistent=False)
             gather = np.concatenate(gathers) if gathers else np.zeros(0, np.int64)
-            self.register_buffer(f"{kind}_gather", torch.as_tensor(gather, **long), persistent=False)
+            self.register_buffer(f"{kind}_gather", torch.tensor(gather, **long), persistent=False)
             return row, gather, shapes
 
         in_row, _, self._in_turns = turns("in", plan.in_rotation, in_features)
-        self.register_buffer("in_order", torch.as_tensor(in_row[plan.in_order], **long), persistent=False)
+        self.register_buffer("in_order", torch.tensor(in_row[plan.in_order], **long), persistent=False)
         # output: the irrep-major rows Y; turned types are read from Y as (component, copy) and rotated back
         place = np.empty(out_features, dtype=np.int64)  # rep entry (in irreducible coordinates) -> row of Y
         place[plan.out_order] = np.arange(plan.out_order.shape[0])
@@ -224,12 +250,12 @@ class IrrepProduct(nn.Module):
         # rows of [Y; P-rotated objects]: a turned entry's row is its rotated row, shifted past Y
         final = np.where(out_row < out_features, place[np.minimum(out_row, out_features - 1)],
                          out_row - out_features + plan.out_order.shape[0])
-        self.register_buffer("out_turn_rows", torch.as_tensor(place[out_gather], **long),
+        self.register_buffer("out_turn_rows", torch.tensor(place[out_gather], **long),
                              persistent=False)
-        self.register_buffer("out_final", torch.as_tensor(final, **long), persistent=False)
-        self.register_buffer("weight_src", torch.as_tensor(plan.weight_src, **long), persistent=False)
-        self.register_buffer("weight_dst", torch.as_tensor(plan.weight_dst, **long), persistent=False)
-        self.register_buffer("weight_coef", torch.as_tensor(plan.weight_coef, **f), persistent=False)
+        self.register_buffer("out_final", torch.tensor(final, **long), persistent=False)
+        self.register_buffer("weight_src", torch.tensor(plan.weight_src, **long), persistent=False)
+        self.register_buffer("weight_dst", torch.tensor(plan.weight_dst, **long), persistent=False)
+        self.register_buffer("weight_coef", torch.tensor(plan.weight_coef, **f), persistent=False)
 
     def _turned(self, rows: torch.Tensor, kind: str, transpose: bool) -> list[torch.Tensor]:
         """The turned objects of ``rows`` (their entries as (component, copy) rows), each ``P^T`` (or ``P``) times

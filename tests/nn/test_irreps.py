@@ -160,21 +160,24 @@ def test_a_pair_of_reps_is_planned_once_and_no_layer_can_change_another_layers_p
     into one layer's buffers leaves the other layers and later models as they were."""
     import symkit.nn._isotypic as iso
     from symkit.nn import EMLP
+    from symkit.reps import clear_memory_cache
 
     G = O(3)
     hidden = uniform_rep(384, G)
     made = []
     make = iso.make_plan
-    monkeypatch.setattr(iso, "_PLANS", {})
+    clear_memory_cache()
     monkeypatch.setattr(iso, "make_plan", lambda *a, **k: made.append(a[:2]) or make(*a, **k))
     model = EMLP(4 * V(G), V(G) ** 2, G, ch=hidden, num_layers=3, dtype=torch.float64)
     pairs = {(a._key(), b._key()) for a, b in made}
     assert len(made) == len(pairs) == 3  # (input, gated), (hidden, gated) for two layers, (hidden, output)
     EMLP(4 * V(G), V(G) ** 2, G, ch=hidden, num_layers=3)
     assert len(made) == 3
-    plan = next(p for p in iso._PLANS.values() if p is not None)
-    assert not plan.weight_coef.flags.writeable and not plan.in_rotation[0][1].flags.writeable
     layers = [b.linear for b in model.blocks[1:]]
+    plan = iso.plan_irreps(layers[0].rep_in, layers[0].rep_out,
+                           (layers[0].rep_in >> layers[0].rep_out).structured_basis().parts,
+                           [c.numel() for c in layers[0].weight_basis.coefficients])
+    assert len(made) == 3 and not plan.weight_coef.flags.writeable and not plan.in_rotation[0][1].flags.writeable
     products = [lin.irrep_product for lin in layers]
     assert all(p is not None for p in products)
     x = torch.randn(600, hidden.size, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
@@ -185,3 +188,6 @@ def test_a_pair_of_reps_is_planned_once_and_no_layer_can_change_another_layers_p
     assert torch.equal(layers[1](x), before)
     fresh = EMLP(4 * V(G), V(G) ** 2, G, ch=hidden, num_layers=3, dtype=torch.float64)
     assert torch.equal(fresh.blocks[2].linear.irrep_product.weight_coef, products[1].weight_coef)
+    clear_memory_cache()  # forgets the plans with the bases
+    EMLP(4 * V(G), V(G) ** 2, G, ch=hidden, num_layers=3)
+    assert len(made) == 6

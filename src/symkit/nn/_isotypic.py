@@ -18,7 +18,6 @@ such as the Lorentz group, irreps of complex or quaternionic type such as SO(2)'
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +28,7 @@ from torch import nn
 from symkit.nn._factory import factory
 from symkit.reps.core import Rep
 from symkit.reps.isotypic import IsotypicDecomposition, isotypic_decomposition
-from symkit.reps.solve import dense_array, object_index
+from symkit.reps.solve import dense_array, memoised, object_index
 
 __all__ = ["IrrepPlan", "plan_irreps", "make_plan", "IrrepProduct", "MAX_RATIO", "MIN_DENSE"]
 
@@ -95,20 +94,18 @@ def _order(types: list, copies: dict, labels: list, dims: dict) -> np.ndarray:
     return np.asarray(pos, dtype=np.int64)
 
 
-_PLANS: dict[tuple, IrrepPlan | None] = {}
-_PLANS_LOCK = threading.Lock()
-
-
 def plan_irreps(rep_in: Rep, rep_out: Rep, parts: list, coefficient_sizes: list[int],
                 max_ratio: float = MAX_RATIO, min_dense: int = MIN_DENSE) -> IrrepPlan | None:
     """:func:`make_plan`, once per pair of reps (and setting) in a process: an EMLP's hidden layers ask for the same
-    pair, and every model built again asks again. The plan's arrays are read-only (an :class:`IrrepProduct` copies
-    what it keeps), so no layer can change another's plan."""
-    key = (rep_in._key(), rep_out._key(), tuple(coefficient_sizes), float(max_ratio), int(min_dense))
-    with _PLANS_LOCK:
-        if key in _PLANS:
-            return _PLANS[key]
-    plan = make_plan(rep_in, rep_out, parts, coefficient_sizes, max_ratio, min_dense)
+    pair, and every model built again asks again (kept in the solver's memory cache, so
+    ``symkit.reps.clear_memory_cache()`` forgets it with the bases). The plan's arrays are read-only (an
+    :class:`IrrepProduct` copies what it keeps), so no layer can change another's plan."""
+    key = ("irrep-plan", rep_in._key(), rep_out._key(), tuple(coefficient_sizes), float(max_ratio), int(min_dense))
+    return memoised(key, lambda: _read_only(make_plan(rep_in, rep_out, parts, coefficient_sizes, max_ratio,
+                                                      min_dense)))
+
+
+def _read_only(plan: IrrepPlan | None) -> IrrepPlan | None:
     if plan is not None:
         for arrays in (plan.in_rotation, plan.out_rotation):
             for pos, P in arrays:
@@ -116,8 +113,7 @@ def plan_irreps(rep_in: Rep, rep_out: Rep, parts: list, coefficient_sizes: list[
                 P.setflags(write=False)
         for a in (plan.in_order, plan.out_order, plan.weight_src, plan.weight_dst, plan.weight_coef):
             a.setflags(write=False)
-    with _PLANS_LOCK:
-        return _PLANS.setdefault(key, plan)
+    return plan
 
 
 def make_plan(rep_in: Rep, rep_out: Rep, parts: list, coefficient_sizes: list[int],

@@ -93,20 +93,10 @@ def isotypic_decomposition(rep: Rep, *others: Rep) -> IsotypicDecomposition | No
             raise TypeError(f"isotypic_decomposition: expected Reps, got {type(r).__name__}")
     if not all(r.is_orthogonal for r in reps):
         return None
-    return _memoised(("isotypic", "reps", tuple(r._key() for r in reps)), lambda: _assemble(reps))
+    return _solve.memoised(("isotypic", "reps", tuple(r._key() for r in reps)), lambda: _assemble(reps))
 
 
 # ----------------------------------------------------------------------------------------------- memory
-def _memoised(key: tuple, compute) -> object:
-    """``compute()`` once per ``key`` in the solver's memory cache (a None answer is kept too)."""
-    with _solve._LOCK:
-        if key in _solve._MEM:
-            return _solve._MEM[key]
-    value = compute()
-    with _solve._LOCK:
-        return _solve._MEM.setdefault(key, value)
-
-
 def _type_key(leaves: tuple) -> tuple:
     return tuple(x._key() for x in leaves)
 
@@ -201,7 +191,7 @@ def _split_type(leaves: tuple) -> _TypeSplit | None:
 
 
 def _type_split(leaves: tuple) -> _TypeSplit | None:
-    return _memoised(("isotypic", "type", _type_key(leaves)), lambda: _split_type(leaves))
+    return _solve.memoised(("isotypic", "type", _type_key(leaves)), lambda: _split_type(leaves))
 
 
 # ----------------------------------------------------------------------------------------------- pairs of types
@@ -236,7 +226,7 @@ def _intertwiners(src: tuple, dst: tuple) -> dict[tuple[int, int], np.ndarray] |
         found = _intertwiners(dst, src)
         return None if found is None else {(a, b): O.T for (b, a), O in found.items()}
     key = ("isotypic", "pair", _type_key(src), _type_key(dst))
-    return _memoised(key, lambda: _align_pair(src, dst))
+    return _solve.memoised(key, lambda: _align_pair(src, dst))
 
 
 # ----------------------------------------------------------------------------------------------- assembly

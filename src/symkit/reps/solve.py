@@ -74,6 +74,18 @@ def clear_memory_cache() -> None:
         _MEM.clear()
 
 
+def memoised(key: tuple, compute: Any) -> Any:
+    """``compute()`` once per ``key`` in this process's memory cache (a None answer is kept too), forgotten by
+    :func:`clear_memory_cache` with the bases: for what is derived from them (isotypic decompositions, the layers'
+    irreducible-basis plans). Keys start with a name of their own (``("isotypic", ...)``)."""
+    with _LOCK:
+        if key in _MEM:
+            return _MEM[key]
+    value = compute()
+    with _LOCK:
+        return _MEM.setdefault(key, value)
+
+
 def check_method(method: str) -> None:
     """Refuse a solver method that is not one of `METHODS`."""
     if method not in METHODS:

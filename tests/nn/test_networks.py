@@ -27,6 +27,8 @@ def test_network_builds_the_class_with_the_same_initial_values(kind, cls, option
     direct = (MLP(rep_in.size, rep_out.size, ch=24, num_layers=2, dtype=torch.float64, **options) if cls is MLP
               else cls(rep_in, rep_out, G, ch=24, num_layers=2, dtype=torch.float64, **options))
     assert _same(built, direct)
+    x = torch.randn(5, rep_in.size, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(built(x), direct(x))  # the options reached the class (activation, scales hold no weights)
     torch.manual_seed(4)
     other = network(kind, rep_in, rep_out, G, ch=24, num_layers=2, dtype=torch.float64, **options)
     assert not _same(built, other)  # the comparison sees the values: another seed differs

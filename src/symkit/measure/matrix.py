@@ -129,7 +129,8 @@ def generator_lie_derivatives(
     """
     rep_in, rep_out = _reps(model, rep_in, rep_out)
     G = _group(rep_in, rep_out, G)
-    x = _inputs(x, rep_in, _placement(model)[1], batch, seed, _placement(model)[0])
+    device, dtype = _placement(model)
+    x = _inputs(x, rep_in, dtype, batch, seed, device)
     algebra = np.asarray(G.lie_algebra)
     out = [rep_lie_derivative(model, x, A, rep_in, rep_out) for A in algebra]
     if not out:
@@ -198,7 +199,8 @@ def sampled_equivariance_error(
         return EquivarianceReport(lie, [], [err], [], extra={"matrix_error": err})
     rep_in, rep_out = _reps(model, rep_in, rep_out)
     G = _group(rep_in, rep_out, G)
-    x = _inputs(x, rep_in, _placement(model)[1], batch, seed, _placement(model)[0])
+    device, dtype = _placement(model)
+    x = _inputs(x, rep_in, dtype, batch, seed, device)
     fx = _call(model, x)
     if fx.ndim != 2 or fx.shape[1] != rep_out.size:
         raise ValueError(f"model returned shape {tuple(fx.shape)}, expected (B, {rep_out.size}) for {rep_out!r}")

@@ -349,17 +349,31 @@ def _weight_checks(W: Any, rep_in: Rep, rep_out: Rep, G: Any = None, n: int = 5,
     return checks
 
 
-def _declared(f: Any, rep_in: Any, rep_out: Any) -> tuple[Any, Any]:
-    """rep_in / rep_out given, or declared by the module (``rep_in``/``rep_out`` or ``action_in``/``action_out``)."""
+def _attribute_symmetry(f: Any) -> tuple[Any, Any] | None:
+    """``(rep_in, rep_out)`` or ``(action_in, action_out)`` read from ``f``'s attributes, or None: the one place that
+    reads a declaration from attribute names (:class:`symkit.nn.Equivariant`'s default uses it too)."""
     for a, b in (("rep_in", "rep_out"), ("action_in", "action_out")):
-        if rep_in is None and rep_out is None and hasattr(f, a) and hasattr(f, b):
+        if hasattr(f, a) and hasattr(f, b):
             return getattr(f, a), getattr(f, b)
-    if rep_in is None:
+    return None
+
+
+def _declared(f: Any, rep_in: Any, rep_out: Any) -> tuple[Any, Any]:
+    """rep_in / rep_out given, or what the module declares: ``f.declared_symmetry()`` where it has one (every
+    :class:`symkit.nn.Equivariant` layer), else its ``rep_in``/``rep_out`` or ``action_in``/``action_out``."""
+    if rep_in is not None or rep_out is not None:
+        if rep_in is None:
+            raise TypeError("assert_equivariant: rep_out given without rep_in; pass both, or neither to use the "
+                            f"symmetry {type(f).__name__} declares")
+        return rep_in, rep_out
+    method = getattr(f, "declared_symmetry", None)
+    declared = method() if callable(method) else _attribute_symmetry(f)
+    if declared is None:
         raise TypeError(
-            f"assert_equivariant: {type(f).__name__} declares no rep_in/rep_out (or action_in/action_out); "
-            "pass them"
+            f"assert_equivariant: {type(f).__name__} declares no symmetry (declared_symmetry(), rep_in/rep_out or "
+            "action_in/action_out); pass rep_in and rep_out"
         )
-    return rep_in, rep_out
+    return declared
 
 
 def _action_checks(f: Callable, action_in: Any, action_out: Any, inputs: Any, n: int = 5, seed: int = 0,
@@ -433,8 +447,9 @@ def assert_equivariant(
     standard normal rows drawn with ``seed``). Returns the largest error.
 
     ``rep_in``/``rep_out`` are core reps, or grid actions (:class:`~symkit.actions.PermAction`; then ``inputs``
-    gives the tensor to transform, and ``rep_out=None`` asks for invariance). Left out, they are read from the
-    module's ``rep_in``/``rep_out`` (EMLP layers) or ``action_in``/``action_out`` (projected networks).
+    gives the tensor to transform, and ``rep_out=None`` asks for invariance). Left out, both are what the module
+    declares: its ``declared_symmetry()`` (every :class:`symkit.nn.Equivariant` layer), else its ``rep_in``/``rep_out``
+    or ``action_in``/``action_out`` attributes.
     f gets numpy arrays, tensors of tensor ``inputs``' dtype and device, or, for a torch module, tensors of its
     parameters' dtype and device. Raises AssertionError naming the worst check (which generator or sample, its
     error, the tolerance and the element scale), and for any non-finite value. ``tol`` defaults to

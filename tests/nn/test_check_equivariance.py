@@ -87,6 +87,23 @@ def _add_a_non_equivariant_part(layer, size=1e-3):
     layer.register_forward_hook(hook)
 
 
+def test_assert_equivariant_reads_the_declaration_check_equivariance_reads():
+    """One protocol: ``assert_equivariant(layer)`` without reps checks what ``layer.declared_symmetry()`` says, for
+    layers whose symmetry is derived (sharing pattern, PowerNet bases, relaxed paths) as for attribute ones."""
+    from symkit.testing import assert_equivariant
+
+    for layer in _emlp_family(torch.float64) + _grid_family(torch.float64):
+        inputs = layer.example_input(generator=torch.Generator().manual_seed(0)) if hasattr(
+            layer.declared_symmetry()[0], "act") else None
+        assert assert_equivariant(layer, inputs=inputs) == layer.check_equivariance(inputs), type(layer).__name__
+    with pytest.raises(TypeError, match="square layer without bias"):  # the layer's own reason, not "declares none"
+        assert_equivariant(HardSharedLinear(circulant_partition(3), 3, 3, bias=True), inputs=torch.randn(2, 3))
+    with pytest.raises(TypeError, match="rep_out given without rep_in"):
+        assert_equivariant(torch.nn.Identity(), None, V(SO(3)))
+    with pytest.raises(TypeError, match="declares no symmetry"):
+        assert_equivariant(torch.nn.Identity())
+
+
 def test_a_small_non_equivariant_part_fails_in_every_family():
     for layer in _emlp_family(torch.float32) + _grid_family(torch.float32) + _p4_family(torch.float32):
         assert layer.check_equivariance() < 1e-5

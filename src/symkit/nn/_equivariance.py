@@ -17,19 +17,23 @@ from typing import Any
 import torch
 
 from symkit.nn._inputs import parameter_like
-from symkit.testing import assert_equivariant
+from symkit.testing import _attribute_symmetry, assert_equivariant
 
 __all__ = ["Equivariant"]
 
 
 class Equivariant:
-    """Mixin for modules that declare ``rep_in``/``rep_out`` or ``action_in``/``action_out``."""
+    """Mixin for modules built for a symmetry: the protocol is one method, ``declared_symmetry() -> (input, output)``,
+    each a core ``Rep`` or a grid ``PermAction`` (``None`` output: invariant), which both
+    :meth:`check_equivariance` and :func:`symkit.testing.assert_equivariant` read. Its default reads
+    ``rep_in``/``rep_out`` or ``action_in``/``action_out``; layers whose symmetry is derived (sharing patterns,
+    PowerNet bases, relaxed paths, p4 grids) override it."""
 
     def declared_symmetry(self) -> tuple[Any, Any]:
         """``(rep_in, rep_out)`` or ``(action_in, action_out)``; a TypeError says why a layer declares none."""
-        for a, b in (("rep_in", "rep_out"), ("action_in", "action_out")):
-            if hasattr(self, a) and hasattr(self, b):
-                return getattr(self, a), getattr(self, b)
+        declared = _attribute_symmetry(self)
+        if declared is not None:
+            return declared
         raise TypeError(f"{type(self).__name__} declares no symmetry (rep_in/rep_out or action_in/action_out)")
 
     def example_input(self, batch: int = 4, generator: torch.Generator | None = None) -> torch.Tensor:

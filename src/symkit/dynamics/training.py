@@ -30,7 +30,7 @@ import torch
 
 from symkit.actions.grid import Element, act
 from symkit.dynamics.model import ProjectNet
-from symkit.train import Trainer
+from symkit.train import Trainer, batch_indices
 
 __all__ = ["MODES", "LOSSES", "full_batch_gradient", "train", "Trajectory", "distances",
            "projectnet_equivariance_error"]
@@ -76,14 +76,6 @@ def _check_limit(name: str, value: int | None) -> None:
         raise ValueError(f"{name} must be a positive int or None, got {value!r}")
 
 
-def _batches(n: int, batch_size: int | None) -> list[slice]:
-    if batch_size is None or batch_size >= n:
-        return [slice(0, n)]
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size}")
-    return [slice(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
-
-
 def _transform(model: ProjectNet, x: torch.Tensor, y: torch.Tensor, g) -> tuple[torch.Tensor, torch.Tensor]:
     x = act(model.action_in, x, g)
     if not model.action_out.is_trivial and y.ndim >= len(model.action_out.shape) + 1:
@@ -120,7 +112,7 @@ def full_batch_gradient(
     for p in model.parameters():
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    slices = _batches(len(X), batch_size)
+    slices = batch_indices(len(X), batch_size)
     K = len(slices)
     total = 0.0
     if mode == "augmented" and exact:

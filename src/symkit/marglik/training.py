@@ -27,7 +27,7 @@ from symkit.marglik.kfac import fit_kfac
 from symkit.marglik.laplace import KroneckerLaplace, PriorGroup, map_penalty, prior_groups
 from symkit.marglik.omega import omega_gradient, omega_parameters
 from symkit.nn import parameter_like
-from symkit.train import Trainer
+from symkit.train import Trainer, batch_indices
 
 
 @dataclass
@@ -75,13 +75,6 @@ class MarglikResult:
     hyper_seconds: list[float] = field(default_factory=list)
 
 
-def _batches(x: torch.Tensor, y: torch.Tensor, size: int, gen: torch.Generator | None = None):
-    idx = torch.randperm(len(x), generator=gen) if gen is not None else torch.arange(len(x))
-    for i in range(0, len(x), size):
-        j = idx[i:i + size]
-        yield x[j], y[j]
-
-
 
 
 def hyper_update(model: nn.Module, x_ml: torch.Tensor, y_ml: torch.Tensor, log_prior_prec: torch.Tensor,
@@ -92,7 +85,7 @@ def hyper_update(model: nn.Module, x_ml: torch.Tensor, y_ml: torch.Tensor, log_p
     gradient, :func:`symkit.marglik.omega.omega_gradient`); then a KFAC fit on ``(x_ml, y_ml)`` and ``n_steps``
     optimiser steps on ``L_η`` in ``log δ``."""
     model.eval()
-    batches = list(_batches(x_ml, y_ml, batch_size))
+    batches = [(x_ml[b], y_ml[b]) for b in batch_indices(len(x_ml), batch_size)]
     if opt_omega is not None:
         omegas = omega_parameters(model)
         for _ in range(omega_steps):

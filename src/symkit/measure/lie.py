@@ -30,6 +30,7 @@ from symkit.actions.flows import ImageFlow, get_transform
 from symkit.measure._fwad import LinearLayerTangents
 from symkit.progress import progress_bar
 from symkit.stats import standard_error
+from symkit.train.batching import batch_indices
 
 Action = Callable[[Tensor, Tensor], Tensor]
 OutputSpec = Literal["auto", "invariant", "image", "tokens"] | Action
@@ -339,10 +340,7 @@ def reduce_lie(L: Tensor, reduction: Reduction = "mean_sq") -> Tensor:
 
 def _batches(data: Tensor | Iterable, batch_size: int | None) -> Iterable[Tensor]:
     if isinstance(data, Tensor):
-        if batch_size is None or batch_size >= data.shape[0]:
-            yield data
-        else:
-            yield from data.split(batch_size)
+        yield from (data[b] for b in batch_indices(data.shape[0], batch_size))
         return
     for item in data:
         xb = item[0] if isinstance(item, (tuple, list)) else item

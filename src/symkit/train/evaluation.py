@@ -8,6 +8,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from symkit.train.batching import batch_indices
+
 __all__ = ["accuracy", "predict"]
 
 
@@ -15,7 +17,7 @@ __all__ = ["accuracy", "predict"]
 def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
     """``model(x)`` in eval mode, in batches of ``batch_size`` (the module is left in eval mode)."""
     model.eval()
-    return torch.cat([model(x[i:i + batch_size]) for i in range(0, x.shape[0], batch_size)])
+    return torch.cat([model(x[b]) for b in batch_indices(x.shape[0], batch_size)])
 
 
 @torch.no_grad()
@@ -34,9 +36,9 @@ def accuracy(model: nn.Module | Callable[[torch.Tensor], torch.Tensor], x: torch
         model.eval()
     try:
         correct = 0
-        for i in range(0, len(x), batch_size):
-            out = model(x[i:i + batch_size])
-            correct += int((out.argmax(-1) == y[i:i + batch_size].to(out.device)).sum())
+        for b in batch_indices(len(x), batch_size):
+            out = model(x[b])
+            correct += int((out.argmax(-1) == y[b].to(out.device)).sum())
     finally:
         if was_training:
             model.train()

@@ -17,6 +17,7 @@ from torch import nn
 
 from symkit.datasets.pendulum import PendulumData, angular_momentum_z, long_trajectories
 from symkit.nn.ode import rollout, rollout_error, rollout_or_nan
+from symkit.train.batching import batch_indices
 from symkit.train.trainer import Hook, Trainer, TrainResult
 
 __all__ = ["evaluate_dynamics", "train_dynamics"]
@@ -63,7 +64,7 @@ def train_dynamics(dynamics: nn.Module, chunks: Any, *, epochs: int = 2000, lr: 
             idx = None
         else:
             if not queue:
-                queue.extend(torch.randperm(n, generator=generator).split(bs))
+                queue.extend(batch_indices(n, bs, generator))
             idx = queue.pop(0).to(z0.device)
         z0b, zb = (z0, z) if idx is None else (z0[idx], z[idx])
         pred = rollout(model, z0b, times, rtol=rtol, atol=atol, method=method, step_size=step_size)

@@ -49,6 +49,7 @@ from torch import nn
 from symkit._checks import check_int, check_number
 from symkit._locks import exclusive_file
 from symkit.progress import progress_bar
+from symkit.train.batching import batch_indices
 
 __all__ = ["Hook", "TrainResult", "Trainer", "fused_options"]
 
@@ -272,8 +273,8 @@ class Trainer:
                 n_seen = 1
             else:
                 x, y = first if epoch == 1 and first is not None else epoch_data(epoch - 1)
-                order = torch.randperm(len(x), generator=self.generator)
-                batches = ((x[idx], y[idx]) for idx in order.split(bs) if idx.numel() >= self.min_batch)
+                batches = ((x[idx], y[idx]) for idx in batch_indices(len(x), bs, self.generator)
+                           if idx.numel() >= self.min_batch)
                 n_seen = 0
             loss_sum, correct = 0.0, 0
             t0 = time.perf_counter()

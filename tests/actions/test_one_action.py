@@ -90,7 +90,7 @@ def test_the_equivariance_test_catches_a_model_that_is_not_equivariant():
         conv.weight.copy_(torch.tensor([[1.0, 2.0, 1.0], [2.0, 5.0, 2.0], [1.0, 2.0, 1.0]]))
     assert assert_equivariant(conv, action, action, inputs=x) < 1e-15
     pooled = torch.nn.Sequential(conv, torch.nn.Flatten(), torch.nn.Identity())
-    with pytest.raises(TypeError, match="declares no rep_in"):
+    with pytest.raises(TypeError, match="declares no symmetry"):
         assert_equivariant(pooled)
 
 

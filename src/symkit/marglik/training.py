@@ -75,8 +75,6 @@ class MarglikResult:
     hyper_seconds: list[float] = field(default_factory=list)
 
 
-
-
 def hyper_update(model: nn.Module, x_ml: torch.Tensor, y_ml: torch.Tensor, log_prior_prec: torch.Tensor,
                  groups: list[PriorGroup], opt_hyp: torch.optim.Optimizer, n_steps: int, batch_size: int,
                  mc_samples: int | None = None, seed: int = 0, opt_omega: torch.optim.Optimizer | None = None,

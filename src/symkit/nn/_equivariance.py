@@ -24,7 +24,7 @@ __all__ = ["Equivariant"]
 
 class Equivariant:
     """Mixin for modules built for a symmetry: the protocol is one method, ``declared_symmetry() -> (input, output)``,
-    each a core ``Rep`` or a grid ``PermAction`` (``None`` output: invariant), which both
+    each a core ``Rep`` or a grid ``PermAction`` (for an action, a ``None`` output is invariant), which both
     :meth:`check_equivariance` and :func:`symkit.testing.assert_equivariant` read. Its default reads
     ``rep_in``/``rep_out`` or ``action_in``/``action_out``; layers whose symmetry is derived (sharing patterns,
     PowerNet bases, relaxed paths, p4 grids) override it."""

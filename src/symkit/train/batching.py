@@ -16,7 +16,7 @@ def batch_indices(n: int, batch_size: int | None, generator: torch.Generator | N
     when indexing a tensor); with it, ``torch.randperm(n, generator=generator)`` split into index tensors of
     ``batch_size`` (a fresh order per call). The last batch may be short; ``batch_size=None`` is one batch of all."""
     n = check_int("n", n, 0)
-    size = n if batch_size is None else check_int("batch_size", batch_size, 1)
+    size = max(n, 1) if batch_size is None else check_int("batch_size", batch_size, 1)
     if generator is not None:
-        return list(torch.randperm(n, generator=generator).split(max(size, 1)))
-    return [slice(i, min(i + size, n)) for i in range(0, n, max(size, 1))]
+        return list(torch.randperm(n, generator=generator).split(size))
+    return [slice(i, min(i + size, n)) for i in range(0, n, size)]

@@ -82,4 +82,9 @@ def test_the_layer_table_gives_every_layer_with_weights_its_ratio_to_its_own_pro
         else:
             assert float(cells[-2]) > 0 and float(cells[-1].rstrip("x")) > 0
     assert rows["nn.Linear (same size)"][-3] == "1.00x"
-    assert lines[-1].startswith("acceptance: BiLinear") and lines[-1].endswith(rows["BiLinear"][-1])
+    assert lines[-2].startswith("acceptance: BiLinear") and lines[-2].endswith(rows["BiLinear"][-1])
+    # the floor: weight products plus the per-sample products alone, and the layer against it
+    floor = lines[-1]
+    assert floor.startswith("BiLinear's per-sample products alone (8 x [") and "the layer is " in floor
+    ratio = float(floor.split("per-sample products: ")[1].split("x")[0])
+    assert ratio > 1.0  # the per-sample products take time beside the weight products

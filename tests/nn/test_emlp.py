@@ -351,6 +351,9 @@ def test_the_bilinear_layer_counts_the_multiply_adds_its_matrix_products_do(grou
     # the products with the weights are the plain matmuls (the per-sample ones are batched)
     weight_flops = counter.get_flop_counts()["Global"][torch.ops.aten.mm]
     assert weight_flops == 2 * 7 * sum(r * i * c for r, i, c in layer.weight_products) > 0
+    # and the per-sample ones are the batched matmuls, one per listed shape
+    batched = counter.get_flop_counts()["Global"][torch.ops.aten.bmm]
+    assert batched == 2 * 7 * sum(p * q * r for p, q, r in layer.per_sample_products) > 0
 
 
 @pytest.mark.parametrize("p,q,r", [(3, 3, 34), (2, 2, 60), (1, 3, 8), (9, 9, 11), (3, 27, 3), (2, 2, 2)])

@@ -145,7 +145,8 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
     types by their cost, and the layout. ``multiply_adds`` counts a forward pass's multiply-adds per sample (batched
     and plain matrix products); ``weight_products`` lists its products with the weights, ``(rows per sample, inner,
     columns)`` each: ``sum(r * i * c)`` of them is the part of ``multiply_adds`` that no choice of order can remove
-    (every weight meets every entry of the object it multiplies, once per sample).
+    (every weight meets every entry of the object it multiplies, once per sample); ``per_sample_products`` lists the
+    per-sample products, ``(rows, inner, columns)`` each, the rest of ``multiply_adds``.
     """
 
     def __init__(self, rep: Rep, scale: float = 0.1, device: Any = None, dtype: torch.dtype | None = None) -> None:
@@ -208,6 +209,8 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
                 "p", it.in_block, d_out * k * m_in)
             grouped.setdefault((kind, b) if entries <= MERGE_ENTRIES else (kind, b, t), []).append(t)
         self._groups: list[tuple] = []  # (kind, block, offset in the gathered input, stacked size, interactions)
+        #: ``(rows, inner, columns)`` of each per-sample product (one per group, forward pass, every sample)
+        self.per_sample_products: list[tuple[int, int, int]] = []
         self._plan: list[tuple | None] = [None] * len(interactions)
         sources, offset = [], self.size
         for key, members in grouped.items():
@@ -223,6 +226,8 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
             stacked = np.concatenate([q.reshape(-1, q.size // d_out if key[0] == "z" else 1) for q in parts],
                                      axis=1 if key[0] == "z" else 0).reshape(-1)
             self._groups.append((key[0], key[1], offset, lo, members))
+            m, d = self._blocks[key[1]]
+            self.per_sample_products.append((lo, d, m) if key[0] == "p" else (d, lo, m))
             sources.append(stacked)
             offset += stacked.size
         buffer("read_index", np.concatenate([order, *sources]))

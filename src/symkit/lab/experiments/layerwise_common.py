@@ -5,14 +5,13 @@ the per-path prior precisions (van der Ouderaa, Immer & van der Wilk 2023, App. 
 number of parameters of every path; they differ in the data and the paths per layer.
 
 Every run puts its model and data on the run's device (``--device``, :func:`symkit.lab.runtime.device`); a smoke run
-(``--smoke``) trains one epoch of two batches (the Trainer honours :mod:`symkit.lab.runtime`) and fits its closing
-Laplace approximation and evaluates on as many images as two batches hold.
+(``--smoke``) trains one epoch of two batches (:func:`fit_layerwise` passes the command's limits on to
+:func:`symkit.marglik.fit_with_marglik`) and fits its closing Laplace approximation and evaluates on as many images
+as two batches hold.
 """
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,20 +23,9 @@ from torch import nn
 from symkit.datasets.files import data_dir_of
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import Count, CountOrZero, Positive, Seed
-from symkit.marglik import (
-    MarglikConfig,
-    MarglikResult,
-    map_penalty,
-    omega_parameters,
-    path_diagnostics,
-    prior_groups,
-    train_marglik,
-)
-from symkit.marglik.training import hyper_update
-from symkit.nn import parameter_like
-from symkit.train import Trainer
+from symkit.marglik import MarglikConfig, MarglikFit, fit_with_marglik
+from symkit.marglik.fit import METHODS
 
-METHODS = ("laplace", "map")
 #: the batch size of the Laplace fits (the authors' ``marglik_batch_size``)
 MARGLIK_BATCH = 150
 #: the batch size of test-set evaluation
@@ -112,62 +100,19 @@ def mean_nll(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     return total / len(x)
 
 
-@dataclass
-class LayerwiseFit:
-    """A trained model with its Laplace approximation, ``L_η`` per datum and per-path diagnostics."""
-
-    result: MarglikResult
-    neg_log_marglik: float
-    rows: list[dict[str, Any]]
-    seconds: float
-
-
-def _map_with_omega(cfg: LayerwiseConfig, model: nn.Module, x: torch.Tensor, y: torch.Tensor,
-                    augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None) -> MarglikResult:
-    """MAP training at the initial prior precisions in which the learnable length-scales ω train with θ on the MAP
-    loss (they have no prior), as the authors' code trains them (its ω runs are MAP runs)."""
-    groups = prior_groups(model, None, cfg.prior_structure)
-    device = parameter_like(model)[0]
-    log_prior_prec = torch.full((len(groups),), math.log(cfg.prior_prec_init), dtype=torch.float64, device=device,
-                                requires_grad=True)
-    fit = Trainer(model, F.cross_entropy, penalty=lambda m: map_penalty(m, groups, log_prior_prec, len(x)),
-                  optimizer=cfg.optimizer, lr=cfg.lr, schedule="cosine", lr_min=MarglikConfig.lr_min,
-                  epochs=cfg.n_epochs, batch_size=cfg.batch_size, augment=augment,
-                  generator=torch.Generator().manual_seed(cfg.seed), accuracy=True, desc="MAP training",
-                  **runtime.trainer_settings()).fit((x, y))
-    res = MarglikResult(log_prior_prec, groups, None)
-    res.epoch_seconds = [r["seconds"] for r in fit.history]
-    return res
-
-
 def fit_layerwise(cfg: LayerwiseConfig, model: nn.Module, x: torch.Tensor, y: torch.Tensor,
                   augment: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
-                  **marglik: Any) -> LayerwiseFit:
-    """Train ``model`` by ``cfg.method``; a MAP run gets one Laplace fit at the end (diagnostics, ``L_η``).
+                  **marglik: Any) -> MarglikFit:
+    """:func:`symkit.marglik.fit_with_marglik` with the run's settings: ``cfg``'s method and schedule, the Laplace
+    fits' batch of :data:`MARGLIK_BATCH`, and the command's precision and smoke limits
+    (:func:`symkit.lab.runtime.trainer_settings`; a smoke run's closing MAP fit sees two batches).
 
     ``augment`` transforms the batches of the θ steps only (the Laplace fits see the data as it is, App. F.6);
     ``marglik`` passes further :class:`~symkit.marglik.MarglikConfig` fields (``omega_steps``, ``lr_omega``).
     """
-    if cfg.method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {cfg.method!r}")
-    burnin = cfg.burnin if cfg.method == "laplace" else cfg.n_epochs + 1
-    mc_samples = cfg.mc_samples or None
-    t0 = time.perf_counter()
-    if cfg.method == "map" and omega_parameters(model):
-        res = _map_with_omega(cfg, model, x, y, augment)
-    else:
-        mcfg = MarglikConfig(n_epochs=cfg.n_epochs, burnin=burnin, frequency=cfg.frequency,
-                             n_hypersteps=cfg.n_hypersteps, lr=cfg.lr, lr_hyp=cfg.lr_hyp, lr_hyp_min=cfg.lr_hyp,
-                             batch_size=cfg.batch_size, mc_samples=mc_samples, optimizer=cfg.optimizer,
-                             prior_prec_init=cfg.prior_prec_init, prior_structure=cfg.prior_structure,
-                             seed=cfg.seed, marglik_batch_size=MARGLIK_BATCH, **marglik)
-        res = train_marglik(model, x, y, mcfg, augment=augment, **runtime.trainer_settings())
-    seconds = time.perf_counter() - t0
-    if res.laplace is None:  # MAP: fit the curvature once at the unit prior variances, no hyperparameter steps
-        opt = torch.optim.SGD([res.log_prior_prec], lr=0.0)
-        x_fit, y_fit = smoke_cut(x, y, MARGLIK_BATCH)
-        res.laplace, _ = hyper_update(model, x_fit, y_fit, res.log_prior_prec, res.groups, opt, 0, MARGLIK_BATCH,
-                                      mc_samples, cfg.seed)
-    with torch.no_grad():
-        neg_lml = float(res.laplace.neg_log_marglik(res.log_prior_prec))
-    return LayerwiseFit(res, neg_lml, path_diagnostics(res.laplace, res.log_prior_prec), seconds)
+    config = MarglikConfig(n_epochs=cfg.n_epochs, burnin=cfg.burnin, frequency=cfg.frequency,
+                           n_hypersteps=cfg.n_hypersteps, lr=cfg.lr, lr_hyp=cfg.lr_hyp, lr_hyp_min=cfg.lr_hyp,
+                           batch_size=cfg.batch_size, mc_samples=cfg.mc_samples or None, optimizer=cfg.optimizer,
+                           prior_prec_init=cfg.prior_prec_init, prior_structure=cfg.prior_structure, seed=cfg.seed,
+                           marglik_batch_size=MARGLIK_BATCH, **marglik)
+    return fit_with_marglik(model, x, y, cfg.method, config=config, augment=augment, **runtime.trainer_settings())

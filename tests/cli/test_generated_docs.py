@@ -184,6 +184,34 @@ def test_the_status_of_a_row_follows_the_rule(tmp_path):
     assert _rows(tmp_path, {})["Table 9"].why.startswith(f"no run in `results/{NAME}.jsonl`")
 
 
+def test_a_result_without_numbers_takes_its_status_from_the_registered_claims(tmp_path):
+    store = Store(tmp_path / "claims.db")
+    for model, err in (("mlp", 1.0), ("emlp", 0.5)):
+        store.record(NAME, {"model": model, "epochs": 10, "seed": 0}, {"err": err})
+        store.record(NAME, {"model": model, "epochs": 1, "seed": 0}, {"err": 2.0 if model == "emlp" else 1.0})
+
+    def rows(claims):
+        experiment = Experiment(NAME, "d", "thesis Figure 8: the EMLP below the MLP (a test)", Cfg,
+                                run=lambda c: {}, quick={"epochs": 1}, sweep={"model": ("mlp", "emlp")},
+                                claims=claims)
+        return experiment_rows(experiment, store.runs(NAME))
+
+    seen: list[str] = []
+
+    def emlp_below_mlp(runs):
+        seen.extend(r["scale"] for r in runs)
+        err = {r["config"]["model"]: r["mean"]["err"] for r in runs}
+        return {"emlp_below_mlp": err["emlp"] < err["mlp"]} if {"mlp", "emlp"} <= set(err) else {}
+
+    [row] = rows(emlp_below_mlp)  # checked on the comparable runs alone (the quick ones have it reversed)
+    assert (row.status, row.ours, row.why) == (ORDERING, "1 of 1 check hold", "emlp below mlp: holds")
+    assert seen == ["paper", "paper"]  # no paper_scale: the defaults are the paper's setup
+    [row] = rows(lambda runs: {**emlp_below_mlp(runs), "mlp_below_one": False})
+    assert row.status == CONTRADICTS and row.why == "emlp below mlp: holds; mlp below one: does not hold"
+    [row] = rows(lambda runs: {})  # nothing decided: as without claims
+    assert row.status == MISSING and "no paper value registered" in row.why
+
+
 def test_a_value_is_within_up_to_twice_the_summed_standard_errors():
     paper = PaperValue("err", 1.0, stderr=0.5)
     assert Comparison(paper, 3.0, 0.5, 3, "default").within  # |3 - 1| = 2 x (0.5 + 0.5)

@@ -135,3 +135,39 @@ def test_the_summary_shows_medians_and_full_batch_beside_sgd():
     assert "| mlp | 70.0 (10.0; 1 seed) | – | – |" in text
     assert "| cnn | images | sgd | 3 | 60 | 12 | 10.0 | 10.0 | 1000 | 60.0 |" in text
     assert "| cnn | images | full-batch | 3 | 60 | 1 | 10.0 | 10.0 | 1000 | 65.0 |" in text
+
+
+def _bound_row(model, data, optimizer, bounds):
+    mean = sum(bounds) / len(bounds)
+    stderr = (sum((b - mean) ** 2 for b in bounds) / (len(bounds) - 1) / len(bounds)) ** 0.5 if len(bounds) > 1 \
+        else None
+    return {"config": {"model": model, "data": data, "optimizer": optimizer, "epochs": 60}, "n": len(bounds),
+            "mean": {"bound": mean}, "stderr": {"bound": stderr},
+            "by_seed": {s: {"bound": b} for s, b in enumerate(bounds)}}
+
+
+def test_the_claims_check_each_ordering_of_fig_5_3_and_table_a23():
+    thesis_like = [_bound_row("cnn", "images", "sgd", [0.30, 0.32, 0.31]),
+                   _bound_row("mlp", "images", "sgd", [0.60, 0.62, 0.61]),
+                   _bound_row("cnn", "shuffled-pixels", "sgd", [0.70, 0.72, 0.71]),
+                   _bound_row("mlp", "shuffled-pixels", "sgd", [0.61, 0.60, 0.62]),
+                   _bound_row("cnn", "shuffled-labels", "sgd", [0.99, 1.0, 0.995]),
+                   _bound_row("mlp", "shuffled-labels", "sgd", [1.0, 1.0, 1.0]),
+                   _bound_row("cnn", "images", "full-batch", [0.31, 0.33, 0.32])]
+    checks = EXP.claims(thesis_like)
+    assert checks == {"cnn_bound_below_mlp_on_images": True, "shuffled_pixels_raise_cnn_bound": True,
+                      "shuffled_pixels_put_cnn_bound_above_mlp": True,
+                      "mlp_bound_as_it_was_with_shuffled_pixels": True, "shuffled_labels_vacuous": True,
+                      "full_batch_about_sgd": True}
+    # each departure fails its own check alone
+    flipped = [_bound_row("cnn", "images", "sgd", [0.65, 0.66, 0.64]), *thesis_like[1:6],
+               _bound_row("cnn", "images", "full-batch", [0.66, 0.65, 0.64])]
+    assert [k for k, v in EXP.claims(flipped).items() if not v] == ["cnn_bound_below_mlp_on_images"]
+    moved = [*thesis_like[:3], _bound_row("mlp", "shuffled-pixels", "sgd", [0.45, 0.46, 0.44]), *thesis_like[4:]]
+    assert [k for k, v in EXP.claims(moved).items() if not v] == ["mlp_bound_as_it_was_with_shuffled_pixels"]
+    learned = [*thesis_like[:4], _bound_row("cnn", "shuffled-labels", "sgd", [0.5, 0.6, 0.55]), *thesis_like[5:]]
+    assert [k for k, v in EXP.claims(learned).items() if not v] == ["shuffled_labels_vacuous"]
+    apart = [*thesis_like[:6], _bound_row("cnn", "images", "full-batch", [0.50, 0.52, 0.51])]
+    assert [k for k, v in EXP.claims(apart).items() if not v] == ["full_batch_about_sgd"]
+    # only the checks whose settings ran
+    assert EXP.claims(thesis_like[:2]) == {"cnn_bound_below_mlp_on_images": True}

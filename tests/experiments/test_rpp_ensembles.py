@@ -98,3 +98,13 @@ def test_the_figure_draws_one_panel_for_the_seeds_of_both_ensembles(tmp_path):
             for s in ("exact", "approximate") for seed in (0, 1)]
     paths = figures(runs, tmp_path)
     assert [p.name for p in paths] == ["rpp-ensembles_curves.png"] and paths[0].stat().st_size > 0
+
+
+def test_the_claim_holds_when_the_two_ensembles_do_not_overlap():
+    from symkit.lab.experiments.rpp_ensembles import claims
+
+    assert claims(_rows()) == {"modified_inertia_members_all_above_exact": True}
+    overlapping = _rows()
+    overlapping[0]["by_seed"][1]["equivariance_error"] = 0.09  # an exact member above the lowest approximate one
+    assert claims(overlapping) == {"modified_inertia_members_all_above_exact": False}
+    assert claims(_rows()[:1]) == {}  # one ensemble decides nothing

@@ -80,3 +80,26 @@ def test_each_rpp_decay_reaches_its_own_path():
         penalty = _penalty(EXP.make_config(dataset=dataset, equivariant_wd=2e-3, basic_wd=5.0))
         assert float(penalty(model).detach()) == pytest.approx(2e-3 * equivariant + 5.0 * basic, rel=1e-10)
     assert _penalty(EXP.make_config(model="emlp")) is None
+
+
+def _levels_rows(mse: dict[tuple[str, str], float], dataset: str = "inertia"):
+    return [{"config": {"dataset": dataset, "setting": s, "model": m, "size": "thesis"}, "mean": {"test_mse": v}}
+            for (s, m), v in mse.items()]
+
+
+def test_the_claims_check_fig_3_2_orderings_with_near_as_a_factor_of_two():
+    exp = get_experiment("rpp-levels")
+    thesis_like = {("exact", "mlp"): 1.9, ("exact", "emlp"): 0.08, ("exact", "rpp"): 0.15,
+                   ("approximate", "mlp"): 2.3, ("approximate", "emlp"): 1.6, ("approximate", "rpp"): 0.23,
+                   ("misspecified", "mlp"): 1.9, ("misspecified", "emlp"): 700.0, ("misspecified", "rpp"): 2.3}
+    checks = exp.claims(_levels_rows(thesis_like))
+    assert len(checks) == 5 and all(checks.values())
+    far = {**thesis_like, ("exact", "rpp"): 0.17}  # 2.1x the EMLP's: no longer near
+    assert [k for k, v in exp.claims(_levels_rows(far)).items() if not v] == ["inertia_exact_rpp_near_emlp"]
+    above = {**thesis_like, ("approximate", "rpp"): 1.7}  # above the EMLP when approximate
+    assert [k for k, v in exp.claims(_levels_rows(above)).items() if not v] == \
+        ["inertia_approximate_rpp_below_emlp_and_mlp"]
+    missing = {k: v for k, v in thesis_like.items() if k != ("misspecified", "emlp")}
+    assert not any(k.startswith("inertia_misspecified") for k in exp.claims(_levels_rows(missing)))
+    both = exp.claims(_levels_rows(thesis_like) + _levels_rows(far, dataset="pendulum"))
+    assert both["inertia_exact_rpp_near_emlp"] and not both["pendulum_exact_rpp_near_emlp"]

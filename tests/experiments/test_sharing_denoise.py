@@ -107,3 +107,22 @@ def test_bad_settings_are_refused():
         exp.make_config(noise_std=-0.1)
     with pytest.raises(ValueError, match="length"):
         exp.make_config(length=0)
+
+
+def test_the_registered_claims_hold_only_where_every_setting_shows_them():
+    exp = get_experiment("sharing-denoise")
+    low = {"mse_no_sharing": 0.0107, "mse_learned": 0.0100, "mse_augerino": 0.0400, "gain_over_no_sharing": 0.0007,
+           "gain_over_augerino": 0.03}
+    high = {"mse_no_sharing": 1.04, "mse_learned": 1.0, "mse_augerino": 1.07, "gain_over_no_sharing": 0.04,
+            "gain_over_augerino": 0.07}
+    rows = [{"config": {"noise_std": 0.1, "length": 10, "seed": 0}, "mean": low},
+            {"config": {"noise_std": 1.0, "length": 10, "seed": 0}, "mean": high}]
+    assert exp.claims(rows) == {"gain_grows_over_no_sharing": True, "gain_grows_over_augerino": True,
+                                "comparable_at_low_noise": True}
+    # a second length where Ours loses at high noise: the check fails overall, the others still hold
+    lose = {**high, "mse_learned": 1.05, "gain_over_no_sharing": -0.01}
+    other = [{"config": {"noise_std": 0.1, "length": 5, "seed": 0}, "mean": low},
+             {"config": {"noise_std": 1.0, "length": 5, "seed": 0}, "mean": lose}]
+    assert exp.claims(rows + other) == {"gain_grows_over_no_sharing": False, "gain_grows_over_augerino": True,
+                                        "comparable_at_low_noise": True}
+    assert exp.claims(rows[:1]) == {}  # one noise level decides nothing

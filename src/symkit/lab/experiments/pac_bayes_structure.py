@@ -247,6 +247,52 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+#: the error of guessing among the ten digits: a bound at or above it says nothing (vacuous)
+CHANCE_ERROR = 0.9
+
+
+def claims(rows: Iterable[Mapping[str, Any]]) -> dict[str, bool]:
+    """Fig. 5.3's and Table A.23's claims as checks on the bounds, each where its settings have runs: the CNN's
+    median bound below the MLP's on images; shuffled pixels raising the CNN's median bound and putting it above the
+    MLP's; the MLP's bound "as it was" with shuffled pixels and full batch "about" SGD, each as the report's
+    closeness rule (mean bounds within twice their summed standard errors); shuffled labels leaving both median
+    bounds at or above the error of guessing (vacuous)."""
+    cells: dict[tuple, Mapping[str, Any]] = {}
+    for r in rows:
+        c = r["config"]
+        key = (c.get("model"), c.get("data"), c.get("optimizer"))
+        if r.get("by_seed") and "bound" in r["mean"] and (
+                key not in cells or _median(r, "bound") < _median(cells[key], "bound")):
+            cells[key] = r  # as the summary: the lowest median bound where several settings share a cell
+
+    def median(model: str, data: str, optimizer: str = "sgd") -> float:
+        return _median(cells[(model, data, optimizer)], "bound")
+
+    def close(a: tuple, b: tuple) -> bool:
+        ra, rb = cells[a], cells[b]
+        spread = (ra["stderr"].get("bound") or 0.0) + (rb["stderr"].get("bound") or 0.0)
+        return abs(ra["mean"]["bound"] - rb["mean"]["bound"]) <= 2 * spread
+
+    def have(*keys: tuple) -> bool:
+        return all(k in cells for k in keys)
+
+    out: dict[str, bool] = {}
+    if have(("cnn", "images", "sgd"), ("mlp", "images", "sgd")):
+        out["cnn_bound_below_mlp_on_images"] = median("cnn", "images") < median("mlp", "images")
+    if have(("cnn", "images", "sgd"), ("cnn", "shuffled-pixels", "sgd"), ("mlp", "shuffled-pixels", "sgd")):
+        out["shuffled_pixels_raise_cnn_bound"] = median("cnn", "shuffled-pixels") > median("cnn", "images")
+        out["shuffled_pixels_put_cnn_bound_above_mlp"] = (median("cnn", "shuffled-pixels")
+                                                          > median("mlp", "shuffled-pixels"))
+    if have(("mlp", "images", "sgd"), ("mlp", "shuffled-pixels", "sgd")):
+        out["mlp_bound_as_it_was_with_shuffled_pixels"] = close(("mlp", "images", "sgd"),
+                                                                ("mlp", "shuffled-pixels", "sgd"))
+    if have(("cnn", "shuffled-labels", "sgd"), ("mlp", "shuffled-labels", "sgd")):
+        out["shuffled_labels_vacuous"] = all(median(m, "shuffled-labels") >= CHANCE_ERROR for m in MODELS)
+    if have(("cnn", "images", "sgd"), ("cnn", "images", "full-batch")):
+        out["full_batch_about_sgd"] = close(("cnn", "images", "sgd"), ("cnn", "images", "full-batch"))
+    return out
+
+
 register(
     Experiment(
         name="pac-bayes-structure",
@@ -259,6 +305,7 @@ register(
         run=run,
         validate=validate,
         summarize=summarize,
+        claims=claims,
         quick={"epochs": QUICK_EPOCHS, "quant_epochs": 10, "schedule": "constant"},
         paper_scale={"source": "cifar10", "width": 44, "stages": 3, "mlp_width": 150, "epochs": 100,
                      "quant_epochs": 50, "levels": 7, "quant_init": "uniform", "intrinsic_dim": 3500},

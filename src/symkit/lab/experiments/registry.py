@@ -20,6 +20,10 @@ Anatomy of an experiment:
 - ``paper``: the paper's numbers, shown beside ours by ``symkit report``.
 - ``plots``: what ``symkit report`` draws from the aggregated metrics.
 - ``summarize``: optional, extra report text built from the seed-aggregated rows (see :data:`Summarize`).
+- ``claims``: optional, for a paper result that prints no number but an ordering (a figure of curves or boxes, a
+  sentence): ``claims(rows) -> {check: holds}`` from the same rows as ``summarize`` (those at the paper or default
+  scale), each check one named comparison the paper states; docs/reproductions.md gives the result "ordering only"
+  when every check holds and "contradicts" when one fails (see :data:`Claims`).
 - ``effective``: optional, ``effective(config)`` gives the values a run really uses for fields stored as a
   placeholder (0: "from the size table"), which reports show in their place.
 - ``figures``: optional, figures that need the individual runs (curves, say) rather than seed means (see
@@ -73,6 +77,9 @@ SCALES = ("quick", "default", "paper")
 Summarize = Callable[[Sequence[Mapping[str, Any]]], str]
 #: ``figures(runs, out_dir) -> [paths written]``; each run is ``{"config": {...}, "seed": int, "metrics": {...}}``
 #: (successful runs only).
+#: ``claims(rows) -> {check: holds}``, rows as for :data:`Summarize`: the paper's ordering claims, each a named check
+#: (empty when the rows cannot decide any, e.g. a sweep run only in part)
+Claims = Callable[[Sequence[Mapping[str, Any]]], Mapping[str, bool]]
 Figures = Callable[[Sequence[Mapping[str, Any]], "os.PathLike[str] | str"], Sequence[Any]]
 T_ = TypeVar("T_")
 
@@ -215,6 +222,7 @@ class Experiment:
     plots: Sequence[Plot] = ()
     points: Callable[[bool], Sequence[Mapping[str, Any]]] | None = None
     summarize: Summarize | None = None
+    claims: Claims | None = None
     figures: Figures | None = None
     validate: Callable[[Any], None] | None = None
     legacy: Mapping[str, Any] = field(default_factory=dict)

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -196,6 +198,41 @@ def _run_pendulum(config: Config, pendulum: SymmetricTask, G, size: dict[str, in
     return metrics, net
 
 
+#: "RPP ~ EMLP" in Fig. 3.2's claims: mean test MSEs within this factor of each other (the figure's box plots sit
+#: on a log axis, and the gaps its claims contrast are an order of magnitude or more)
+NEAR = 2.0
+
+
+def claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """Fig. 3.2's orderings on the mean test MSEs, per data set (and per setting of the other fields, a check
+    holding where it holds in each): exact, RPP ~ EMLP and both below the MLP; approximate, RPP below both;
+    misspecified, RPP ~ MLP and both below the EMLP; ``~`` meaning within a factor :data:`NEAR`. A check is made
+    where all three models have runs in its setting."""
+    mse: dict[tuple, dict[str, float]] = {}
+    for r in rows:
+        c, value = r["config"], r["mean"].get("test_mse")
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            rest = repr(sorted((k, v) for k, v in c.items() if k not in ("setting", "model", "seed")))
+            mse.setdefault((c["dataset"], c["setting"], rest), {})[c["model"]] = float(value)
+
+    def near(a: float, b: float) -> bool:
+        return max(a, b) <= NEAR * min(a, b)
+
+    out: dict[str, bool] = {}
+    for (dataset, setting, _), m in mse.items():
+        if not all(k in m for k in MODELS):
+            continue
+        rpp, emlp, mlp = m["rpp"], m["emlp"], m["mlp"]
+        checks = {"exact": {"rpp_near_emlp": near(rpp, emlp), "rpp_and_emlp_below_mlp": max(rpp, emlp) < mlp},
+                  "approximate": {"rpp_below_emlp_and_mlp": rpp < min(emlp, mlp)},
+                  "misspecified": {"rpp_near_mlp": near(rpp, mlp), "rpp_and_mlp_below_emlp": max(rpp, mlp) < emlp},
+                  }.get(setting, {})
+        for name, holds in checks.items():
+            key = f"{dataset}_{setting}_{name}"
+            out[key] = out.get(key, True) and holds
+    return out
+
+
 register(
     Experiment(
         name="rpp-levels",
@@ -210,5 +247,6 @@ register(
         plots=(Plot(x="model", y="test_mse", hue="setting", logy=True, kind="box",
                     title="Levels of symmetry: test MSE (Fig. 3.2)"),),
         effective=lambda c: {**sizes(c), **dict(zip(("equivariant_wd", "basic_wd"), decays(c)))},
+        claims=claims,
     )
 )

@@ -44,6 +44,9 @@ bars). A row's status, from its compared values:
 - **ordering only**: some value is not within, but every pair of compared values of one metric whose paper values
   differ is ordered as in the paper (at least one such pair);
 - **contradicts**: some value is not within and the ordering does not hold either;
+- a result whose paper prints no number but an ordering (curves, boxes, a sentence) is checked by its experiment's
+  registered claims, each a named comparison on the runs at the `paper` or `default` scale (`symkit report NAME`
+  shows the numbers): **ordering only** when every check holds, **contradicts** when one fails (named in the row);
 - **needs data / GPU**: nothing compared, and the paper's scale needs data or hardware this project does not have
   (named in the row; the command runs it where they exist);
 - **missing**: nothing compared otherwise (the row says why, and gives the command that runs it where there is one).
@@ -168,6 +171,15 @@ def _not_compared(experiment: Experiment, groups: Sequence[Group], has_values: b
     return MISSING, f"{why}; run: {_command(experiment)}"
 
 
+def _claim_checks(experiment: Experiment, groups: Sequence[Group]) -> dict[str, bool]:
+    """The experiment's registered claims checked on its groups at a comparable scale (empty without claims or such
+    groups)."""
+    comparable = [g.as_row() for g in groups if g.scale in COMPARABLE]
+    if experiment.claims is None or not comparable:
+        return {}
+    return {str(name): bool(holds) for name, holds in experiment.claims(comparable).items()}
+
+
 def _inline_paper(values: Sequence[PaperValue]) -> str:
     return "; ".join(f"{v.metric} = {format_value(v.value, v.stderr)}" + (f" ({_where(v)})" if v.where else "")
                      for v in values)
@@ -184,6 +196,15 @@ def experiment_rows(experiment: Experiment, records: Sequence[Any]) -> list[Row]
     groups = aggregate(experiment, records) if records else []
     scale = _scales(groups)
     if not experiment.paper:
+        checks = _claim_checks(experiment, groups)
+        if checks:
+            failed = [name for name, holds in checks.items() if not holds]
+            status = CONTRADICTS if failed else ORDERING
+            ours = f"{sum(checks.values())} of {count(len(checks), 'check')} hold"
+            why = "; ".join(f"{name.replace('_', ' ')}: {'holds' if holds else 'does not hold'}"
+                            for name, holds in checks.items())
+            return [Row(document, experiment.reproduces, experiment.name, "an ordering (no number printed)", ours,
+                        scale, status, why)]
         status, why = _not_compared(experiment, groups, has_values=False)
         runs = sum(len(g.seeds) for g in groups)
         ours = f"{count(runs, 'run')} in {count(len(groups), 'setting')}" if groups else "–"

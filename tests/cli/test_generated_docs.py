@@ -4,6 +4,7 @@ status rule of the reproductions page and the command's options."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import shutil
 from dataclasses import dataclass
@@ -210,6 +211,19 @@ def test_a_result_without_numbers_takes_its_status_from_the_registered_claims(tm
     assert row.status == CONTRADICTS and row.why == "emlp below mlp: holds; mlp below one: does not hold"
     [row] = rows(lambda runs: {})  # nothing decided: as without claims
     assert row.status == MISSING and "no paper value registered" in row.why
+
+
+def test_a_comparison_with_a_stand_in_default_says_so(tmp_path):
+    store = Store(tmp_path / "stand_in.db")
+    for seed, err in enumerate([0.5, 0.7]):
+        store.record(NAME, {"model": "emlp", "epochs": 10, "seed": seed}, {"err": err})
+    plain = {r.result: r for r in experiment_rows(dataclasses.replace(_experiment(), paper_scale={"epochs": 100}),
+                                                  store.runs(NAME))}["Table 9"]
+    stand_in = dataclasses.replace(_experiment(), stand_in="digits, not MNIST", paper_scale={"epochs": 100})
+    row = {r.result: r for r in experiment_rows(stand_in, store.runs(NAME))}["Table 9"]
+    assert row.status == plain.status == REPRODUCED
+    assert row.why == plain.why + "; the default scale is a stand-in (digits, not MNIST), not the paper's setting"
+    assert "stand-in" not in plain.why
 
 
 def test_a_value_is_within_up_to_twice_the_summed_standard_errors():

@@ -266,6 +266,7 @@ def _paper_values() -> list[PaperValue]:
 
 register(Experiment(
     name="layerwise-cifar",
+    stand_in="coloured 8x8 digits on a 16x16 canvas, not CIFAR-10; tens of epochs, not 4000",
     description="Table 2's layer types (FC, CONV, FC+CONV, F-FC(+CONV), S-FC(+S-CONV); priors on θ, u or learned "
                 "ω) under MAP and the Laplace marginal likelihood on CIFAR-10: do the learned layers become "
                 "convolutional?",

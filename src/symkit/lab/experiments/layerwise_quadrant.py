@@ -113,6 +113,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
 
 register(Experiment(
     name="layerwise-quadrant",
+    stand_in="scikit-learn's 8x8 digits on a 16x16 canvas, not MNIST; tens of epochs, not 1000",
     description="Learned layer-wise equivariance (F-FC+CONV + Laplace marginal likelihood) vs CONV on digits "
                 "placed in quadrants: classify the digit, then digit and quadrant.",
     reproduces="van der Ouderaa, Immer & van der Wilk 2023, Table 1 (quadrant MNIST)",

@@ -106,6 +106,7 @@ def run(cfg: LayerwiseRotatedConfig) -> dict:
 
 register(Experiment(
     name="layerwise-rotated",
+    stand_in="scikit-learn's 8x8 digits on a 16x16 canvas, not MNIST; 30 epochs, not 1000",
     description="Three paths per layer (F-FC, CONV, p4 GCONV) with Laplace-learned prior variances on plain, "
                 "translated and rotated digits: which symmetry does each layer pick?",
     reproduces="van der Ouderaa, Immer & van der Wilk 2023, Table 3 (MNIST, translated MNIST, rotated MNIST)",

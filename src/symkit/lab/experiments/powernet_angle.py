@@ -129,6 +129,7 @@ def run(config: AngleConfig) -> dict:
 register(
     Experiment(
         name="powernet-angle",
+        stand_in="scikit-learn's 8x8 digits upsampled, not MNIST",
         description="PowerNet angle regression on rotated digits: shift vs scaling vs rotation base matrices",
         reproduces="PowerNet (ICLR 2025 submission) §4.2, rotated-MNIST angle regression",
         config=AngleConfig,

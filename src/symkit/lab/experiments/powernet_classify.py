@@ -253,6 +253,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
 register(
     Experiment(
         name="powernet-classify",
+        stand_in="scikit-learn's 8x8 digits, not MNIST",
         description="PowerNet (rotation, scaling, shift bases) vs a same-structure CNN on augmented digits",
         reproduces="PowerNet (ICLR 2025 submission) §4.2, augmented 2xMNIST classification",
         config=ClassifyConfig,

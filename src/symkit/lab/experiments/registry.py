@@ -20,6 +20,9 @@ Anatomy of an experiment:
 - ``paper``: the paper's numbers, shown beside ours by ``symkit report``.
 - ``plots``: what ``symkit report`` draws from the aggregated metrics.
 - ``summarize``: optional, extra report text built from the seed-aggregated rows (see :data:`Summarize`).
+- ``stand_in``: optional, what the default scale runs in place of the paper's data (a data set bundled or
+  generated here, fewer epochs), when it does: docs/reproductions.md says so beside every comparison made with
+  default-scale runs, since their values are not expected within the paper's.
 - ``claims``: optional, for a paper result that prints no number but an ordering (a figure of curves or boxes, a
   sentence): ``claims(rows) -> {check: holds}`` from the same rows as ``summarize`` (those at the paper or default
   scale), each check one named comparison the paper states; docs/reproductions.md gives the result "ordering only"
@@ -223,6 +226,7 @@ class Experiment:
     points: Callable[[bool], Sequence[Mapping[str, Any]]] | None = None
     summarize: Summarize | None = None
     claims: Claims | None = None
+    stand_in: str | None = None
     figures: Figures | None = None
     validate: Callable[[Any], None] | None = None
     legacy: Mapping[str, Any] = field(default_factory=dict)

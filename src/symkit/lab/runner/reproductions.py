@@ -49,6 +49,8 @@ bars). A row's status, from its compared values:
   shows the numbers): **ordering only** when every check holds, **contradicts** when one fails (named in the row);
 - **needs data / GPU**: nothing compared, and the paper's scale needs data or hardware this project does not have
   (named in the row; the command runs it where they exist);
+- a comparison made with `default`-scale runs of an experiment whose default runs a stand-in for the paper's data
+  (bundled digits for MNIST, fewer epochs) says so in its row: its values are not expected within the paper's;
 - **missing**: nothing compared otherwise (the row says why, and gives the command that runs it where there is one).
 """
 
@@ -234,6 +236,8 @@ def experiment_rows(experiment: Experiment, records: Sequence[Any]) -> list[Row]
             paper = f"{len(values)} values ({metrics}): {link}"
             ours = (f"{compared} of {len(values)} compared, {sum(c.within for c in comparisons)} within: {link}"
                     if comparisons else "–")
+        if experiment.stand_in and any(c.scale == "default" for c in comparisons):
+            why += f"; the default scale is a stand-in ({experiment.stand_in}), not the paper's setting"
         rows.append(Row(document, result, experiment.name, paper, ours, scale, status, why, pairs))
     return rows
 

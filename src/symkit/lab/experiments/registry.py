@@ -78,11 +78,11 @@ SCALES = ("quick", "default", "paper")
 #: "stderr": {metric: value or None}, "by_seed": {seed: {metric: value}}}`` (metrics that are not numbers appear in
 #: ``mean`` as their common value; ``by_seed`` holds every run's own metrics, for paired statistics).
 Summarize = Callable[[Sequence[Mapping[str, Any]]], str]
-#: ``figures(runs, out_dir) -> [paths written]``; each run is ``{"config": {...}, "seed": int, "metrics": {...}}``
-#: (successful runs only).
 #: ``claims(rows) -> {check: holds}``, rows as for :data:`Summarize`: the paper's ordering claims, each a named check
 #: (empty when the rows cannot decide any, e.g. a sweep run only in part)
 Claims = Callable[[Sequence[Mapping[str, Any]]], Mapping[str, bool]]
+#: ``figures(runs, out_dir) -> [paths written]``; each run is ``{"config": {...}, "seed": int, "metrics": {...}}``
+#: (successful runs only).
 Figures = Callable[[Sequence[Mapping[str, Any]], "os.PathLike[str] | str"], Sequence[Any]]
 T_ = TypeVar("T_")
 

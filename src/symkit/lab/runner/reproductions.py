@@ -202,7 +202,8 @@ def experiment_rows(experiment: Experiment, records: Sequence[Any]) -> list[Row]
         if checks:
             failed = [name for name, holds in checks.items() if not holds]
             status = CONTRADICTS if failed else ORDERING
-            ours = f"{sum(checks.values())} of {count(len(checks), 'check')} hold"
+            held = sum(checks.values())
+            ours = f"{held} of {count(len(checks), 'check')} " + ("holds" if held == 1 else "hold")
             why = "; ".join(f"{name.replace('_', ' ')}: {'holds' if holds else 'does not hold'}"
                             for name, holds in checks.items())
             return [Row(document, experiment.reproduces, experiment.name, "an ordering (no number printed)", ours,

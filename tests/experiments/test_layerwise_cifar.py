@@ -93,7 +93,11 @@ def test_summary_sets_table_2_and_table_4_beside_the_papers():
                  for k in ("precision", "theta_sq", "normalised", "relative")}}
     text = summarize([row("conv", "map", 75.0, 0.74, 11.2), row("conv", "laplace", 76.0, 0.70, 2.9),
                       row("fc+conv", "laplace", 75.5, 0.95, 2.2, layers)])
-    assert "| CONV (θ) | 0.03 M | 0.740 | 75.00 | 0.700 | 76.00 | 2.900 | 82.81 / 84.07 / 1.022 |" in text
+    assert "| CONV (θ) | 0.03 M | 1 | 0.740 | 75.00 | 0.700 | 76.00 | 2.900 | 82.81 / 84.07 / 1.022 |" in text
+    spread = row("conv", "laplace", 76.0, 0.70, 2.9)
+    spread.update(n=3, stderr={"test_acc": 1.25})
+    assert "| CONV (θ) | 0.03 M | 1 / 3 | 0.740 | 75.00 | 0.700 | 76.00 ± 1.2 | 2.900 |" in summarize(
+        [row("conv", "map", 75.0, 0.74, 11.2), spread])
     assert "Table 4" in text and "| 6 |" in text and "0.99927627 / FC" in text
     assert "S-FC" not in text  # no run stored for it: no row
     assert summarize([]) == ""

@@ -208,23 +208,29 @@ def _label(model: str, omega: bool) -> str:
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Table 2 (MAP and Laplace test NLL and accuracy, ``L_η``; ours, then the paper's) and Table 4 (per layer of
-    the Laplace FC+CONV run, first seed)."""
+    """Table 2 (MAP and Laplace test NLL and accuracy, ``L_η``; ours, mean over seeds with the accuracy's standard
+    error, then the paper's) and Table 4 (per layer of the Laplace FC+CONV run, first seed)."""
     by_key = {(r["config"].get("model"), bool(r["config"].get("learn_omega")), r["config"].get("method")): r
               for r in rows}
-    lines = ["| layer (prior on) | params | MAP NLL | MAP acc % | Laplace NLL | Laplace acc % | L_η | paper MAP acc / "
-             "Laplace acc / L_η |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| layer (prior on) | params | seeds | MAP NLL | MAP acc % | Laplace NLL | Laplace acc % | L_η | "
+             "paper MAP acc / Laplace acc / L_η |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def acc(r: Mapping[str, Any]) -> str:
+        se = (r.get("stderr") or {}).get("test_acc")
+        return f"{r['mean']['test_acc']:.2f}" + (f" ± {se:.2g}" if se else "")
+
     for (model, omega), paper in TABLE2.items():
         found = [by_key.get((model, omega, m)) for m in ("map", "laplace")]
         if not any(found):
             continue
         cells = []
         for r in found:
-            cells += ["", ""] if r is None else [f"{r['mean']['test_nll']:.3f}", f"{r['mean']['test_acc']:.2f}"]
+            cells += ["", ""] if r is None else [f"{r['mean']['test_nll']:.3f}", acc(r)]
         lap = found[1]
         lml = f"{lap['mean']['neg_log_marglik']:.3f}" if lap is not None else ""
         n_params = next(r for r in found if r is not None)["mean"].get("n_params")
-        lines.append(f"| {_label(model, omega)} | {n_params / 1e6:.2f} M | {' | '.join(cells)} | {lml} | "
+        seeds = " / ".join(dict.fromkeys(str(r.get("n", len(r.get("by_seed") or {}))) for r in found if r is not None))
+        lines.append(f"| {_label(model, omega)} | {n_params / 1e6:.2f} M | {seeds} | {' | '.join(cells)} | {lml} | "
                      f"{paper[1]:.2f} / {paper[3]:.2f} / {paper[4]:.3f} |")
     out = "\n".join(lines) if len(lines) > 2 else ""
     fc_conv = by_key.get(("fc+conv", False, "laplace"))

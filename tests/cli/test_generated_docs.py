@@ -133,11 +133,41 @@ def test_a_marker_naming_no_table_or_no_runs_is_refused_with_the_choices(archive
     text = "<!-- symkit:table rl-sac/nonsense -->\n<!-- /symkit:table -->\n"
     with pytest.raises(ValueError, match=r"x.md, line 1: .*no table 'nonsense'; its tables: metrics, .*comparisons"):
         render_blocks(text, tables, "x.md")
-    with pytest.raises(ValueError, match=r"no finished runs of 'pendulum' .*symkit import results/pendulum.jsonl"):
-        render_blocks(text.replace("rl-sac/nonsense", "pendulum/metrics"), tables, "x.md")
+    with pytest.raises(ValueError, match=r"no finished runs of 'rl-sac' with env=Reacher .*import results/rl-sac"):
+        render_blocks(text.replace("rl-sac/nonsense", "rl-sac/metrics where=env=Reacher"), tables, "x.md")
     with pytest.raises(ValueError, match="no experiment named 'nope'"):
         render_blocks(text.replace("rl-sac/nonsense", "nope/metrics"), tables, "x.md")
     assert tables(parse_spec("rl-sac/comparisons seeds=7-10")).count("\n| Hopper | 100000 | rpp |") == 1
+
+
+def test_a_marker_where_reads_only_the_runs_with_those_settings(archived):
+    from symkit.lab.runner.docs_tables import _Tables
+
+    spec = parse_spec("rl-sac/summary where=env=Hopper where=env=Ant columns=env,model")
+    assert spec.where == ("env=Hopper", "env=Ant") and parse_spec(str(spec)) == spec
+    tables = _Tables(archived)
+    every = tables(parse_spec("rl-sac/summary columns=env,model"))
+    chosen = tables(spec)
+    envs = {line.split("|")[1].strip() for line in chosen.splitlines()[2:]}
+    assert envs == {"Hopper", "Ant"} and len(every.splitlines()) > len(chosen.splitlines())
+    assert {line for line in every.splitlines() if "| Hopper |" in line or "| Ant |" in line} <= set(
+        chosen.splitlines())
+    with pytest.raises(ValueError, match="has no setting 'enviro'; valid settings: .*env"):
+        tables(parse_spec("rl-sac/summary where=enviro=Hopper"))
+    with pytest.raises(ValueError, match="where=KEY=VALUE names a setting"):
+        parse_spec("rl-sac/summary where=Hopper")
+
+
+def test_report_where_reads_only_the_runs_with_that_setting(archived, tmp_path):
+    runner = CliRunner()
+    args = ["report", "rl-sac", "--store", str(archived.path), "--out", str(tmp_path), "--format", "csv"]
+    every = runner.invoke(app, args, catch_exceptions=False)
+    hopper = runner.invoke(app, [*args, "--where", "env=Hopper"], catch_exceptions=False)
+    assert every.exit_code == 0 and hopper.exit_code == 0
+    rows = hopper.stdout.splitlines()[1:]
+    assert rows and all("Hopper" in row for row in rows) and len(rows) < len(every.stdout.splitlines()) - 1
+    none = runner.invoke(app, [*args, "--where", "env=Reacher"], catch_exceptions=False)
+    assert none.exit_code == 2 and "no runs of 'rl-sac' with env=Reacher" in none.output
 
 
 @dataclass

@@ -50,3 +50,20 @@ def test_translations_stay_closer_to_E_than_rotations():
         ratio[group] = out["drift_ratio"]
     assert ratio["trans"] < 0.1
     assert ratio["trans"] < ratio["rot"]
+
+
+def _row(group: str, nom: float, aug: float, equi: float) -> dict:
+    return {"config": {"group": group}, "mean": {"to_e_nom": nom, "to_e_aug": aug, "to_e_equi": equi}}
+
+
+def test_the_claims_hold_only_where_every_group_shows_them():
+    exp = get_experiment("dynamics-drift")
+    paper_like = [_row("perm", 0.058, 0.0018, 4.7e-13), _row("rot", 0.93, 0.053, 2.5e-15)]
+    assert exp.claims(paper_like) == {"equivariant_stays_in_e": True, "augmented_leaves_e_less_than_nominal": True}
+    aug_above_nom = paper_like + [_row("trans", 0.01, 0.02, 1e-15)]
+    assert exp.claims(aug_above_nom) == {"equivariant_stays_in_e": True,
+                                         "augmented_leaves_e_less_than_nominal": False}
+    equi_drifts = paper_like + [_row("trans", 0.9, 0.015, 1e-4)]  # 1e-4 > 1e-3 x 0.015: not "in E"
+    assert exp.claims(equi_drifts) == {"equivariant_stays_in_e": False,
+                                       "augmented_leaves_e_less_than_nominal": True}
+    assert exp.claims([]) == {}

@@ -467,6 +467,10 @@ def report(
     seeds: Annotated[str | None, typer.Option(
         "--seeds", help="Only the runs of these seeds, e.g. '7-10' (a batch fixed in advance, read on its own).",
     )] = None,
+    where: Annotated[list[str] | None, typer.Option(
+        "--where", help="Only the runs with this setting: key=value (repeatable; a key given twice allows either "
+                        "value).",
+    )] = None,
     docs: Annotated[bool, typer.Option(
         "--docs", help="Rewrite every marked table in README.md and docs/*.md, and docs/reproductions.md, from the "
                        "store's runs (import results/*.jsonl first).",
@@ -485,9 +489,9 @@ def report(
 
     with _clear_errors():
         if docs:
-            if name is not None or out is not None or seeds is not None or fmt != "md":
+            if name is not None or out is not None or seeds is not None or where or fmt != "md":
                 raise UsageError("--docs writes every generated table at once: give no experiment NAME, --out, "
-                                 "--seeds or --format with it")
+                                 "--seeds, --where or --format with it")
             _report_docs(store, root, check)
             return
         if check:
@@ -502,7 +506,8 @@ def report(
         from symkit.lab.runner.sweep import parse_seeds
 
         chosen = parse_seeds(seeds) if seeds is not None else None
-        text, paths = write_report(exp, db, out if out is not None else Path("runs") / "reports" / name, fmt, chosen)
+        text, paths = write_report(exp, db, out if out is not None else Path("runs") / "reports" / name, fmt, chosen,
+                                   where or ())
         typer.echo(text, nl=False)
         for path in paths:
             typer.echo(f"wrote {path}", err=True)

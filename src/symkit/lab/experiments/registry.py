@@ -499,6 +499,16 @@ _DISCOVERED = False
 _BROKEN: dict[str, str] = {}
 
 
+def holding_in_every(checks: Iterable[Mapping[str, bool]]) -> dict[str, bool]:
+    """Named checks made once per setting (a :data:`Claims` helper), merged: a check holds where it holds in every
+    setting that made it."""
+    out: dict[str, bool] = {}
+    for made in checks:
+        for name, holds in made.items():
+            out[name] = out.get(name, True) and bool(holds)
+    return out
+
+
 def register(experiment: Experiment) -> Experiment:
     """Add ``experiment`` to the registry under its name (names are unique)."""
     existing = _REGISTRY.get(experiment.name)

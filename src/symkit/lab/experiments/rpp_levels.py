@@ -47,7 +47,7 @@ from symkit.groups import SL, SO, O, O2eR3
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import CountOrZero, NonNegative, Positive, Seed
 from symkit.lab.experiments.pendulum import cached_data, state_scale
-from symkit.lab.experiments.registry import Experiment, Plot, register
+from symkit.lab.experiments.registry import Experiment, Plot, holding_in_every, register
 from symkit.nn import HamiltonianNet, Standardize, network
 from symkit.nn.rpp import equivariant_fraction, rpp_penalty
 from symkit.reps import Scalar, V
@@ -218,19 +218,16 @@ def claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
     def near(a: float, b: float) -> bool:
         return max(a, b) <= NEAR * min(a, b)
 
-    out: dict[str, bool] = {}
-    for (dataset, setting, _), m in mse.items():
-        if not all(k in m for k in MODELS):
-            continue
+    def checks(dataset: str, setting: str, m: Mapping[str, float]) -> dict[str, bool]:
         rpp, emlp, mlp = m["rpp"], m["emlp"], m["mlp"]
-        checks = {"exact": {"rpp_near_emlp": near(rpp, emlp), "rpp_and_emlp_below_mlp": max(rpp, emlp) < mlp},
-                  "approximate": {"rpp_below_emlp_and_mlp": rpp < min(emlp, mlp)},
-                  "misspecified": {"rpp_near_mlp": near(rpp, mlp), "rpp_and_mlp_below_emlp": max(rpp, mlp) < emlp},
-                  }.get(setting, {})
-        for name, holds in checks.items():
-            key = f"{dataset}_{setting}_{name}"
-            out[key] = out.get(key, True) and holds
-    return out
+        made = {"exact": {"rpp_near_emlp": near(rpp, emlp), "rpp_and_emlp_below_mlp": max(rpp, emlp) < mlp},
+                "approximate": {"rpp_below_emlp_and_mlp": rpp < min(emlp, mlp)},
+                "misspecified": {"rpp_near_mlp": near(rpp, mlp), "rpp_and_mlp_below_emlp": max(rpp, mlp) < emlp},
+                }.get(setting, {})
+        return {f"{dataset}_{setting}_{name}": holds for name, holds in made.items()}
+
+    return holding_in_every(checks(dataset, setting, m) for (dataset, setting, _), m in mse.items()
+                            if all(k in m for k in MODELS))
 
 
 register(

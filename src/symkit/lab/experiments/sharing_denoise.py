@@ -38,7 +38,7 @@ from symkit.actions.partition import canonical_labels
 from symkit.discover.linear import discover_linear_sharing, ols
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import Count, NonNegative, Positive, Seed
-from symkit.lab.experiments.registry import Experiment, Plot, register
+from symkit.lab.experiments.registry import Experiment, Plot, holding_in_every, register
 from symkit.lab.experiments.sharing_shift import check_augerino, fit_augerino_linear
 from symkit.stats import interval
 
@@ -202,11 +202,7 @@ def _by_setting(rows: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]
 def claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
     """Fig. A1's claim for docs/reproductions.md: :func:`claim_checks` for each setting of the other fields, a
     check holding where it holds in every setting."""
-    out: dict[str, bool] = {}
-    for points in _by_setting(rows):
-        for name, holds in claim_checks(points).items():
-            out[name] = out.get(name, True) and holds
-    return out
+    return holding_in_every(claim_checks(points) for points in _by_setting(rows))
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:

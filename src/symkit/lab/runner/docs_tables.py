@@ -9,7 +9,9 @@ A marked block is a pair of HTML comments (invisible once rendered) around a tab
     <!-- /symkit:table -->
 
 The opening marker names the experiment and one of its report's tables (:func:`report_tables`); ``seeds=LIST``
-reads only those seeds' runs, as ``symkit report NAME --seeds LIST`` does; ``columns=a,b,c`` keeps those columns of
+reads only those seeds' runs, as ``symkit report NAME --seeds LIST`` does; ``where=KEY=VALUE`` (repeatable; a key
+given twice allows either value) reads only the runs with that setting, as ``--where`` does (a study archived beside
+the experiment's own sweep, e.g. a smaller config, gets its own table); ``columns=a,b,c`` keeps those columns of
 the table, in that order (a header with spaces is written with ``_`` for each space: ``mse_(paper)``).
 :func:`refresh_docs` rewrites every block from the store (and docs/reproductions.md,
 :mod:`symkit.lab.runner.reproductions`), or, with ``check=True``, changes nothing and returns what is out of date.
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from symkit.lab.experiments.registry import Experiment, get_experiment
-from symkit.lab.runner.report import aggregate, markdown_table
+from symkit.lab.runner.report import aggregate, describe_selection, markdown_table, parse_where, select_runs
 
 __all__ = ["TableSpec", "Block", "Change", "NAMED_TABLES", "report_tables", "parse_spec", "select_columns",
            "find_blocks", "render_blocks", "doc_files", "refresh_docs"]
@@ -57,10 +59,12 @@ class TableSpec:
     table: str
     seeds: tuple[int, ...] | None = None
     columns: tuple[str, ...] | None = None  # the columns kept, by header name, in this order (None: all)
+    where: tuple[str, ...] = ()  # ``key=value`` settings the runs must have (none: every run)
 
     def __str__(self) -> str:
         return (f"{self.experiment}/{self.table}" + ("" if self.seeds is None else
                                                      " seeds=" + ",".join(map(str, self.seeds)))
+                + "".join(f" where={item}" for item in self.where)
                 + ("" if self.columns is None else " columns=" + ",".join(self.columns)))
 
 
@@ -137,9 +141,14 @@ def parse_spec(text: str) -> TableSpec:
     if not parts or not _NAME.match(parts[0]):
         raise ValueError(f"marker {text!r}: expected EXPERIMENT/TABLE first, e.g. 'rl-sac/summary'")
     experiment, table = parts[0].split("/")
-    seeds, columns = None, None
+    seeds, columns, where = None, None, []
     for option in parts[1:]:
         key, _, value = option.partition("=")
+        if key == "where":
+            if "=" not in value or not value.partition("=")[0]:
+                raise ValueError(f"marker {text!r}: where=KEY=VALUE names a setting and its value, got {option!r}")
+            where.append(value)
+            continue
         if key == "columns" and value:
             columns = tuple(value.split(","))
             if any(not c for c in columns):
@@ -147,12 +156,12 @@ def parse_spec(text: str) -> TableSpec:
             continue
         if key != "seeds" or not value:
             raise ValueError(f"marker {text!r}: unknown option {option!r}; the options are seeds=LIST (e.g. "
-                             "seeds=7-10) and columns=a,b,c")
+                             "seeds=7-10), where=KEY=VALUE and columns=a,b,c")
         try:
             seeds = tuple(parse_seeds(value))
         except ValueError as exc:
             raise ValueError(f"marker {text!r}: {exc}") from None
-    return TableSpec(experiment, table, seeds, columns)
+    return TableSpec(experiment, table, seeds, columns, tuple(where))
 
 
 def select_columns(table: str, columns: Sequence[str]) -> str:
@@ -234,23 +243,22 @@ def doc_files(root: str | os.PathLike[str]) -> list[Path]:
 
 
 class _Tables:
-    """The tables of the store's reports, each report built once (per experiment and choice of seeds)."""
+    """The tables of the store's reports, each report built once (per experiment and choice of runs)."""
 
     def __init__(self, store: object) -> None:
         self.store = store
-        self.cache: dict[tuple[str, tuple[int, ...] | None], dict[str, str]] = {}
+        self.cache: dict[tuple[str, tuple[int, ...] | None, tuple[str, ...]], dict[str, str]] = {}
 
     def __call__(self, spec: TableSpec) -> str:
-        key = (spec.experiment, spec.seeds)
+        key = (spec.experiment, spec.seeds, spec.where)
         if key not in self.cache:
             experiment = get_experiment(spec.experiment)
             records = [r for r in self.store.runs(spec.experiment) if r.status == "ok"]  # type: ignore[attr-defined]
-            if spec.seeds is not None:
-                records = [r for r in records if r.seed in set(spec.seeds)]
+            records = select_runs(records, spec.seeds, parse_where(experiment, spec.where))
             if not records:
-                seeds = "" if spec.seeds is None else f" with seeds {list(spec.seeds)}"
-                raise ValueError(f"no finished runs of {spec.experiment!r}{seeds} in the store; import its archive "
-                                 f"first (`symkit import results/{spec.experiment}.jsonl`)")
+                raise ValueError(f"no finished runs of {spec.experiment!r}{describe_selection(spec.seeds, spec.where)}"
+                                 f" in the store; import its archive first (`symkit import "
+                                 f"results/{spec.experiment}.jsonl`)")
             self.cache[key] = report_tables(experiment, records)
         tables = self.cache[key]
         if spec.table not in tables:

@@ -687,20 +687,47 @@ def group_rows(groups: Sequence[Group]) -> list[Mapping[str, Any]]:
     return [g.as_row() for g in groups]
 
 
+def select_runs(records: Sequence[RunRecord], seeds: Sequence[int] | None = None,
+                where: Mapping[str, Sequence[Any]] | None = None) -> list[RunRecord]:
+    """The ``records`` of ``seeds`` (all when None) whose config has, for each key of ``where``, one of its values
+    (typed values, as :func:`parse_where` gives them; compared in their stored JSON form)."""
+    wanted = None if seeds is None else set(seeds)
+    allowed = {k: {canonical_json(v) for v in values} for k, values in (where or {}).items()}
+    return [r for r in records if (wanted is None or r.seed in wanted)
+            and all(k in r.config and canonical_json(r.config[k]) in ok for k, ok in allowed.items())]
+
+
+def parse_where(experiment: Experiment, items: Sequence[str]) -> dict[str, list[Any]]:
+    """``key=value`` items (``--where``, a marker's ``where=``) as typed values per config field; a key given twice
+    allows either value. ``ValueError`` naming the item and the experiment's valid settings."""
+    from symkit.lab.runner.sweep import SweepError, parse_assignments
+
+    try:
+        return parse_assignments(experiment, items, option="--where")
+    except SweepError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def describe_selection(seeds: Sequence[int] | None = None, where: Sequence[str] = ()) -> str:
+    """`` with seeds [..] and size=10`` for an error message: what a selection asked for ('' for none)."""
+    parts = ([] if seeds is None else [f"seeds {sorted(set(seeds))}"]) + list(where)
+    return "" if not parts else " with " + " and ".join(parts)
+
+
 def write_report(experiment: Experiment, store: Any, out: Path, fmt: str = "md",
-                 seeds: Sequence[int] | None = None) -> tuple[str, list[Path]]:
+                 seeds: Sequence[int] | None = None, where: Sequence[str] = ()) -> tuple[str, list[Path]]:
     """Build the report of ``experiment`` from the runs in ``store`` into the directory ``out`` (``report.md`` or
     ``report.csv`` and the plots); returns its text and the files written. ``seeds``: only the runs of these seeds
-    (a batch of seeds fixed in advance, read on its own). ValueError when there are no runs (of those seeds)."""
+    (a batch of seeds fixed in advance, read on its own); ``where``: only the runs whose config has these
+    ``key=value`` settings (:func:`parse_where`). ValueError when there are no runs (so chosen)."""
     records = store.runs(experiment.name)
     if not records:
         raise ValueError(f"no runs of {experiment.name!r} in {store.path}; run `symkit reproduce {experiment.name}` "
                          "first")
-    if seeds is not None:
-        wanted = set(seeds)
-        records = [r for r in records if r.seed in wanted]
+    if seeds is not None or where:
+        records = select_runs(records, seeds, parse_where(experiment, where))
         if not records:
-            raise ValueError(f"no runs of {experiment.name!r} with seeds {sorted(wanted)} in {store.path}")
+            raise ValueError(f"no runs of {experiment.name!r}{describe_selection(seeds, where)} in {store.path}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rep = build_report(experiment, records, fmt=fmt, plot_dir=out)

@@ -5,13 +5,12 @@ sizes below; the quick scale itself is sized to finish in seconds and shows less
 its results store instead of training the same models a second time:
 
 - emlp-data-efficiency (Inertia, N = 1000, 300 epochs, full width): an O(3) EMLP learns the moment of inertia an
-  order of magnitude better than an MLP of equal width (thesis Fig. 2.5 at N = 1000: 0.136 against 3.24). Measured
-  here: about 0.1 against 2.8 (a constant predictor: about 10). This also guards the initialisation scale
-  (docs/emlp.md, Decisions): at the full LeCun scale the same EMLP reached 93.
+  order of magnitude better than an MLP of equal width (thesis Fig. 2.5 at N = 1000: 0.136 against 3.24); asserted:
+  below a fifth of the MLP's. This also guards the initialisation scale (docs/emlp.md, Decisions): at the full LeCun
+  scale the same EMLP fails to learn.
 - rpp-levels (N = 500, 128 channels, 300 epochs): every model learns, and the orderings of thesis Figure 3.2 that
-  this size shows. Measured (seed 0): exact MLP 4.35, EMLP 2.88, RPP 2.69; approximate 5.18, 4.25, 3.45;
-  misspecified EMLP 63.4, RPP 9.03 (a constant predictor: 11.0 and 13.5). With the authors' inertia priors the RPP
-  is not close to the MLP when the group is misspecified (docs/emlp.md); that ordering is not asserted.
+  this size shows (the archived runs of this size: docs/emlp.md, "RPP priors"). With the authors' inertia priors
+  the RPP is not close to the MLP when the group is misspecified there; that ordering is not asserted.
 """
 
 from __future__ import annotations

@@ -106,3 +106,18 @@ def test_the_case_studies_of_docs_lee_run(tmp_path, monkeypatch):
     assert blocks
     for i, code in enumerate(blocks):
         exec(compile(code, f"docs/lee.md[{i}]", "exec"), {"__name__": "__docs__"})
+
+
+def test_the_claims_read_the_signs_of_the_rank_correlations_with_accuracy():
+    exp = get_experiment("lee-zoo")
+
+    def row(acc, lee, eqt):
+        return {"config": {}, "mean": {"accuracy": acc, "lee_translate_x": lee, "lee_rotate": lee, "lee_shear_x": lee,
+                                       "eqt_db": eqt}}
+
+    thesis_like = [row(0.90, 0.5, 20.0), row(0.95, 0.3, 25.0), row(0.99, 0.1, 30.0)]
+    assert set(exp.claims(thesis_like).values()) == {True} and len(exp.claims(thesis_like)) == 4
+    reversed_lee = [row(0.90, 0.1, 20.0), row(0.95, 0.3, 25.0), row(0.99, 0.5, 30.0)]
+    assert [k for k, v in exp.claims(reversed_lee).items() if not v] == [
+        "lee_translate_x_falls_with_accuracy", "lee_rotate_falls_with_accuracy", "lee_shear_x_falls_with_accuracy"]
+    assert exp.claims(thesis_like[:2]) == {}  # two models decide no ranking

@@ -62,3 +62,23 @@ def test_settings_are_checked(monkeypatch):
     with pytest.raises(ValueError, match="no data directory"):
         EXP.make_config(quick=True, data="mnist", data_dir="")
     assert math.isclose(EXP.make_config().grid_size, 12)
+
+
+def test_the_claims_compare_the_best_bounds_per_model():
+    exp = get_experiment("pac-bayes-digits")
+
+    def row(data, model, method, bound, d=None):
+        return {"config": {"data": data, "model": model, "method": method, "intrinsic_dim": d}, "n": 3,
+                "mean": {"bound": bound}}
+
+    rows = [row("rot90", "cnn", "subspace", 0.88, 200), row("rot90", "cnn", "subspace", 0.95, 100),
+            row("rot90", "p4cnn", "subspace", 0.91, 200), row("rot90", "p4cnn", "subspace", 0.86, 400),
+            row("rot90", "cnn", "pruning", 1.0), row("rot90", "p4cnn", "pruning", 0.99)]
+    # the best P4CNN setting (d = 400) decides, not the one at the CNN's best d
+    assert exp.claims(rows) == {"rot90_p4cnn_subspace_bound_below_cnn": True,
+                                "pruning_bound_above_subspace_everywhere": True}
+    worse = rows[:3] + rows[4:]
+    assert exp.claims(worse)["rot90_p4cnn_subspace_bound_below_cnn"] is False
+    assert exp.claims(rows + [row("upright", "cnn", "pruning", 0.5), row("upright", "cnn", "subspace", 0.6)])[
+        "pruning_bound_above_subspace_everywhere"] is False
+    assert exp.claims([row("upright", "cnn", "holdout", 0.13)]) == {}

@@ -350,6 +350,28 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+#: the measures whose rank correlation with accuracy Fig. 4.1 (right) and Fig. 4.5 sign: LEE falls (-1), EQ-T rises
+#: (+1) as accuracy rises
+CLAIMED_SIGNS = {"lee_translate_x": -1, "lee_rotate": -1, "lee_shear_x": -1, "eqt_db": 1}
+
+
+def claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """Fig. 4.1 (right) and 4.5's claim for docs/reproductions.md: across the models run (at least three), the more
+    accurate ones are the more equivariant, read as the sign of Spearman's rank correlation of accuracy with each
+    measure of :data:`CLAIMED_SIGNS`."""
+    rows = [r for r in rows if isinstance(r["mean"].get("accuracy"), (int, float))]
+    if len(rows) < 3:
+        return {}
+    acc = [float(r["mean"]["accuracy"]) for r in rows]
+    out = {}
+    for measure, sign in CLAIMED_SIGNS.items():
+        values = [r["mean"].get(measure) for r in rows]
+        if all(isinstance(v, (int, float)) for v in values):
+            word = "falls" if sign < 0 else "rises"
+            out[f"{measure}_{word}_with_accuracy"] = sign * _rank_correlation(acc, values) > 0
+    return out
+
+
 def figures(runs: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
     """LEE (and EQ-T) against accuracy, one point per model (mean over seeds, error bars one standard error across
     images), marker size by parameter count, colour by family: thesis Fig. 4.1 (right) and Fig. 4.5."""
@@ -433,6 +455,7 @@ register(
                  title="Share of layer-wise translation LEE: non-linearities"),
         ),
         summarize=summarize,
+        claims=claims,
         figures=figures,
         validate=validate,
     )

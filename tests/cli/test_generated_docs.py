@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from symkit.lab.cli.main import app
 from symkit.lab.experiments import unreproduced
-from symkit.lab.experiments.registry import Experiment, PaperValue
+from symkit.lab.experiments.registry import Experiment, FigureClaims, PaperValue
 from symkit.lab.runner.docs_tables import find_blocks, parse_spec, refresh_docs, render_blocks, select_columns
 from symkit.lab.runner.reproductions import (
     CONTRADICTS,
@@ -28,6 +28,7 @@ from symkit.lab.runner.reproductions import (
     build_reproductions,
     builtin_experiments,
     experiment_rows,
+    figure_rows,
 )
 from symkit.lab.runner.sweep import check_archived_run
 from symkit.lab.store import Store
@@ -270,6 +271,33 @@ def test_a_row_with_nothing_compared_needs_data_where_the_paper_scale_does(tmp_p
     row = _rows(tmp_path, {})["Table 9"]
     assert row.status == NEEDS and "needs a GPU of its own" in row.why
     assert _rows(tmp_path, {"emlp": [0.5, 0.7], "mlp": [1.0, 1.0]})["Table 9"].status == REPRODUCED
+
+
+def test_a_figure_without_numbers_gets_its_own_row_from_its_claims(tmp_path):
+    from symkit.lab.runner.report import aggregate
+
+    store = Store(tmp_path / "figures.db")
+    for epochs, err in ((10, 0.5), (20, 0.4), (40, 0.3), (1, 0.1)):  # a sweep of a fixed setting; epochs=1 is quick
+        store.record(NAME, {"model": "emlp", "epochs": epochs, "seed": 0}, {"err": err})
+
+    def falls(rows):
+        points = sorted((r["config"]["epochs"], r["mean"]["err"]) for r in rows)
+        return {"err_falls_with_epochs": all(a[1] > b[1] for a, b in zip(points, points[1:]))} if points else {}
+
+    figure = FigureClaims("Figure 9 (against epochs)", "the error falls with training", falls,
+                          "symkit reproduce cli-test-repro --sweep epochs=10,20,40")
+    experiment = dataclasses.replace(_experiment(), figure_claims=(figure,))
+    [row] = figure_rows(experiment, aggregate(experiment, store.runs(NAME)))
+    # the modified-scale runs count, the quick one (which would break the trend) does not
+    assert (row.result, row.status, row.why) == ("Figure 9 (against epochs)", ORDERING, "err falls with epochs: holds")
+    assert row.paper == "the error falls with training (curves only)"
+    assert row.scale == "paper (1 run), modified (2 runs)"
+    store.record(NAME, {"model": "emlp", "epochs": 80, "seed": 0}, {"err": 0.35})
+    [row] = figure_rows(experiment, aggregate(experiment, store.runs(NAME)))
+    assert row.status == CONTRADICTS and row.why == "err falls with epochs: does not hold"
+    [row] = figure_rows(experiment, [])
+    assert row.status == MISSING and row.why.endswith("run: `symkit reproduce cli-test-repro --sweep epochs=10,20,40`")
+    assert build_reproductions(store, {NAME: experiment}).count("| Figure 9 (against epochs) | `cli-test-repro` |") == 1
 
 
 def test_the_page_has_a_row_per_result_and_an_entry_per_unreproduced_result(tmp_path):

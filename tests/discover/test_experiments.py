@@ -115,3 +115,33 @@ def test_sum_claims_read_fig_7_at_every_length():
     at_2 = _sum_row(2, "negated", 0.015, 0.0125, 9.7, 0.0125)
     at_2["mean"]["pd_no_sharing"] = 0
     assert "negated_ours_below_no_sharing" not in exp.claims([at_2])
+
+
+def _gauss_row(mse_ours, mse_none, pd_ours, pd_none, mse_brute=None, pd_brute=None, **config):
+    config = {"dims": 5, "rank": 1, "n_train": 30, "penalties": "both", "brute_force": True} | config
+    mean = {"mse_ours": mse_ours, "mse_no_sharing": mse_none, "pd_ours": pd_ours, "pd_no_sharing": pd_none}
+    if mse_brute is not None:
+        mean |= {"mse_brute": mse_brute, "pd_brute": pd_brute}
+    return {"config": config, "mean": mean}
+
+
+def test_gaussian_figure_claims_pick_their_figures_runs():
+    from symkit.lab.experiments import sharing_gaussian as sg
+
+    by_rank = [_gauss_row(0.03, 0.05, 0.5, 4 - r, 0.02, 0.2, rank=r + 1) for r in range(4)]
+    at_rank_5 = _gauss_row(0.05, 0.05, 0, 0, 0.05, 0, rank=5)  # No sharing is the target: nothing to beat
+    assert set(sg.figure4_claims(by_rank + [at_rank_5]).values()) == {True}
+    worse = by_rank + [_gauss_row(0.06, 0.05, 0.5, 1, 0.02, 0.2, rank=3, n_train=30)]  # a second rank-3 row...
+    assert sg.figure4_claims(worse)["ours_below_no_sharing_in_mse"] is False
+    other_setting = [_gauss_row(0.06, 0.05, 0.5, 1, 0.02, 0.2, rank=3, penalties="none")]  # ...not this one
+    assert set(sg.figure4_claims(by_rank + other_setting).values()) == {True}
+    u_shape = [_gauss_row(m, 0.05, p, 1, rank=4, n_train=n) for n, m, p in ((10, 0.045, 0.2), (50, 0.040, 0.05),
+                                                                           (90, 0.044, 0.1))]
+    assert sg.figure6_claims(u_shape) == {"ours_mse_lowest_inside_the_range": True,
+                                          "ours_pd_lowest_inside_the_range": True}
+    rising = [_gauss_row(0.040 + n / 1e4, 0.05, n / 100, 1, rank=4, n_train=n) for n in (10, 50, 90)]
+    assert set(sg.figure6_claims(rising).values()) == {False}
+    assert sg.figure3_claims([_gauss_row(0.03 + n / 1e4, 0.05, 0.5, 4, 0.02 + n / 1e4, 0.3, n_train=n)
+                              for n in (10, 50, 90)]) == {"ours_mse_grows_with_the_training_share": True,
+                                                          "brute_mse_grows_with_the_training_share": True}
+    assert sg.figure6_claims(rising[:2]) == {} and sg.figure5_claims(by_rank) == {}

@@ -27,6 +27,10 @@ Anatomy of an experiment:
   sentence): ``claims(rows) -> {check: holds}`` from the same rows as ``summarize`` (those at the paper or default
   scale), each check one named comparison the paper states; docs/reproductions.md gives the result "ordering only"
   when every check holds and "contradicts" when one fails (see :data:`Claims`).
+- ``figure_claims``: optional, further paper results of the experiment that print no number (figures of curves
+  whose sweeps vary settings the default sweep keeps fixed): one :class:`FigureClaims` each, its own row on
+  docs/reproductions.md, checked on every archived run that is not at the quick scale (each ``claims`` picks the
+  rows of its figure's settings).
 - ``effective``: optional, ``effective(config)`` gives the values a run really uses for fields stored as a
   placeholder (0: "from the size table"), which reports show in their place.
 - ``figures``: optional, figures that need the individual runs (curves, say) rather than seed means (see
@@ -226,6 +230,7 @@ class Experiment:
     points: Callable[[bool], Sequence[Mapping[str, Any]]] | None = None
     summarize: Summarize | None = None
     claims: Claims | None = None
+    figure_claims: Sequence[FigureClaims] = ()
     stand_in: str | None = None
     figures: Figures | None = None
     validate: Callable[[Any], None] | None = None
@@ -497,6 +502,18 @@ def progress(iterable: Iterable[T_], total: int | None = None, desc: str = "") -
 _REGISTRY: dict[str, Experiment] = {}
 _DISCOVERED = False
 _BROKEN: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class FigureClaims:
+    """A paper figure that prints no number, checked as named orderings: ``result`` (e.g. "Figure 4 (against the
+    rank)"), ``paper`` (its claim in words), ``claims`` (rows -> {check: holds}; rows as for :data:`Summarize`, of
+    every scale but quick: pick the figure's settings) and ``command`` (the runs it needs)."""
+
+    result: str
+    paper: str
+    claims: Claims
+    command: str
 
 
 def holding_in_every(checks: Iterable[Mapping[str, bool]]) -> dict[str, bool]:

@@ -8,7 +8,9 @@ penalties named by ``penalties``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,7 +21,7 @@ from symkit.discover.bilevel import brute_force_search, relaxed_closed_form
 from symkit.discover.theory import cluster_average
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import Count, Positive, Seed
-from symkit.lab.experiments.registry import Experiment, PaperValue, Plot, register
+from symkit.lab.experiments.registry import Experiment, FigureClaims, PaperValue, Plot, register
 from symkit.stats import interval
 
 PENALTIES = {"none": (0.0, 0.0), "entropy": (1e-2, 0.0), "both": (1e-2, 1e-2)}
@@ -128,6 +130,107 @@ PAPER = [
     for metric, value, ci in (("mse", mse, mse_ci), ("pd", pd, pd_ci))
 ]
 
+def _figure(rows: Sequence[Mapping[str, Any]], axis: str, **setting: Any) -> list[Mapping[str, Any]]:
+    """The rows of one figure: those with ``setting`` (the other settings at their defaults: every run the figure's
+    sweep makes), sorted along ``axis``; empty unless at least two points lie on the axis."""
+    defaults = {"dims": 5, "rank": 1, "n_train": 30, "penalties": "both", "brute_force": True} | setting
+    defaults.pop(axis)
+    chosen = [r for r in rows if all(r["config"].get(k) == v for k, v in defaults.items())
+              and all(k in r["mean"] for k in ("mse_ours", "mse_no_sharing", "pd_ours", "pd_no_sharing"))]
+    return sorted(chosen, key=lambda r: r["config"][axis]) if len(chosen) >= 2 else []
+
+
+def _below_no_sharing(rows: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> dict[str, bool]:
+    """Each method's MSE and PD below No sharing's at every point where No sharing is not the target itself."""
+    points = [r["mean"] for r in rows if float(r["mean"]["pd_no_sharing"]) > 0]
+    if not points:
+        return {}
+    return {f"{method}_below_no_sharing_in_{metric}": all(m[f"{metric}_{method}"] < m[f"{metric}_no_sharing"]
+                                                          for m in points)
+            for method in methods for metric in ("mse", "pd")}
+
+
+def figure2_claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """Fig. 2 (K = 2..6, rk = 1): Ours* (brute force) best, Ours close to it (at most twice its MSE), both below
+    No sharing in MSE and partition distance."""
+    points = [r for r in _figure(rows, "dims") if 2 <= r["config"]["dims"] <= 6]
+    if not points:
+        return {}
+    means = [r["mean"] for r in points]
+    return {"brute_force_at_or_below_ours_in_mse": all(m["mse_brute"] <= m["mse_ours"] for m in means),
+            "ours_within_2x_of_brute_force_in_mse": all(m["mse_ours"] <= 2 * m["mse_brute"] for m in means),
+            **_below_no_sharing(points, ("ours", "brute"))}
+
+
+def _grows(values: Sequence[float]) -> bool:
+    """A rising trend, not every step: the last value above the first and a positive rank correlation with the
+    position."""
+    from scipy.stats import spearmanr
+
+    return values[-1] > values[0] and float(spearmanr(range(len(values)), values).statistic) > 0
+
+
+def figure3_claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """Fig. 3 (K = 5, rk = 1, against the number of training samples of 100): the error grows as more samples go
+    to training (fewer to validation), as Eq. 15's bound says; for Ours and Ours*."""
+    points = _figure(rows, "n_train", rank=1)
+    if len(points) < 3:
+        return {}
+    return {f"{method}_mse_grows_with_the_training_share": _grows([r["mean"][f"mse_{method}"] for r in points])
+            for method in ("ours", "brute")}
+
+
+def figure4_claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """Fig. 4 (K = 5, against rk(A_gt) = 1..5): Ours* and Ours below No sharing in MSE and partition distance at
+    every rank (where No sharing is not the target: rk = K is no sharing)."""
+    return _below_no_sharing(_figure(rows, "rank"), ("ours", "brute"))
+
+
+def figure5_claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """Fig. 5 (K = 10..100, rk = 1, brute force off): Ours below No sharing at every K, in MSE and partition
+    distance."""
+    points = [r for r in _figure(rows, "dims", brute_force=False) if r["config"]["dims"] >= 10]
+    return _below_no_sharing(points, ("ours",))
+
+
+def figure6_claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """Fig. 6 (K = 5, rk = 4, against the number of training samples): the trade-off of Eq. 15's bound, read as
+    Ours' error lowest at a share strictly inside the range run, in MSE and in partition distance."""
+    points = _figure(rows, "n_train", rank=4)
+    if len(points) < 3:
+        return {}
+
+    def interior_minimum(values: Sequence[float]) -> bool:
+        return min(values) < min(values[0], values[-1])
+
+    return {f"ours_{metric}_lowest_inside_the_range": interior_minimum([r["mean"][f"{metric}_ours"] for r in points])
+            for metric in ("mse", "pd")}
+
+
+_SWEEP_N = "10,20,30,40,50,60,70,80,90"
+FIGURES = (
+    FigureClaims("Figure 2 (against the number of dimensions)",
+                 "rk = 1, K from 2 to 6: Ours* best, Ours close to it, both below No sharing in MSE and partition "
+                 "distance", figure2_claims, "symkit reproduce sharing-gaussian --set penalties=both"),
+    FigureClaims("Figure 3 (against the share of training data)",
+                 "rk = 1, K = 5: the error grows with the share of the 100 samples used for training, as the upper "
+                 "bound (Eq. 15) says", figure3_claims,
+                 f"symkit reproduce sharing-gaussian --set dims=5 --set penalties=both --sweep n_train={_SWEEP_N}"),
+    FigureClaims("Figure 4 (against the rank)",
+                 "5 dimensions, rk(A_gt) from 1 to 5: Ours* and Ours below No sharing in MSE and partition distance "
+                 "at every rank", figure4_claims,
+                 "symkit reproduce sharing-gaussian --set dims=5 --set penalties=both --sweep rank=1,2,3,4,5"),
+    FigureClaims("Figure 5 (10 to 100 dimensions)",
+                 "rk = 1, K from 10 to 100: the relaxed method below No sharing at every K", figure5_claims,
+                 "symkit reproduce sharing-gaussian --set brute_force=false --set penalties=both "
+                 "--sweep dims=10,30,50,70,90"),
+    FigureClaims("Figure 6 (rank 4, against the share of training data)",
+                 "rk = 4: the trade-off of the upper bound, in MSE and in partition distance (K = 5 presumed: the "
+                 "paper does not say)", figure6_claims,
+                 f"symkit reproduce sharing-gaussian --set dims=5 --set rank=4 --set penalties=both "
+                 f"--sweep n_train={_SWEEP_N}"),
+)
+
 EXPERIMENT = register(
     Experiment(
         name="sharing-gaussian",
@@ -140,6 +243,7 @@ EXPERIMENT = register(
         sweep={"dims": (2, 3, 4, 5, 6), "penalties": ("none", "entropy", "both"), "seed": (0,)},
         quick_sweep={"dims": (2, 4), "penalties": ("none", "both"), "seed": (0,)},
         paper=PAPER,
+        figure_claims=FIGURES,
         plots=(
             Plot(x="dims", y="pd", hue="penalties", title="Partition distance to A_gt (Table 1)"),
             Plot(x="dims", y="mse", hue="penalties", title="MSE of theta_hat (Table 1)"),

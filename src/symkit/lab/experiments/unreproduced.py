@@ -127,35 +127,6 @@ UNREPRODUCED = (
         "powernet-classify runs it (`data=cifar10`, in its paper sweep); the 75% is not a registered paper value",
         needs="CIFAR-10's files (not bundled)",
         command="symkit reproduce powernet-classify --scale paper --data-dir DATA"),
-    Unreproduced(
-        "sharing", "Figure 2 (against the number of dimensions)",
-        "rk = 1, K from 2 to 6: Ours* best, Ours close to it, both below No sharing in MSE and partition distance "
-        "(curves only)",
-        "sharing-gaussian's default sweep runs it (dims 2-6); its curves have no registered value",
-        command="symkit reproduce sharing-gaussian"),
-    Unreproduced(
-        "sharing", "Figure 3 (against the share of training data)",
-        "rk = 1, K = 5: the error grows with the share of the 100 samples used for training, as the upper bound "
-        "(Eq. 15) says (curves only)",
-        "sharing-gaussian's `n_train` setting covers it; no archived run, no registered value",
-        command="symkit reproduce sharing-gaussian --set dims=5 --sweep n_train=10,20,30,40,50,60,70,80,90"),
-    Unreproduced(
-        "sharing", "Figure 4 (against the rank)",
-        "5 dimensions, rk(A_gt) from 1 to 5: Ours* and Ours below No sharing in MSE and partition distance at every "
-        "rank (curves only)",
-        "sharing-gaussian's `rank` setting covers it; no archived run, no registered value",
-        command="symkit reproduce sharing-gaussian --set dims=5 --sweep rank=1,2,3,4,5"),
-    Unreproduced(
-        "sharing", "Figure 5 (10 to 100 dimensions)",
-        "rk = 1, K from 10 to 100: the relaxed method below No sharing at every K (curves only)",
-        "sharing-gaussian's `dims` setting covers it (brute force off); no archived run, no registered value",
-        command="symkit reproduce sharing-gaussian --set brute_force=false --sweep dims=10,30,50,70,90"),
-    Unreproduced(
-        "sharing", "Figure 6 (rank 4, against the share of training data)",
-        "rk = 4: the trade-off of the upper bound, in MSE and in partition distance (curves only)",
-        "sharing-gaussian's `n_train` setting covers it (K = 5 presumed: the paper does not say); no archived run",
-        command="symkit reproduce sharing-gaussian --set dims=5 --set rank=4 "
-                "--sweep n_train=10,20,30,40,50,60,70,80,90"),
 )
 
 #: what the paper-scale runs of a registered experiment need that this project lacks (data sets are never

@@ -182,6 +182,34 @@ def _claim_checks(experiment: Experiment, groups: Sequence[Group]) -> dict[str, 
     return {str(name): bool(holds) for name, holds in experiment.claims(comparable).items()}
 
 
+def _claims_cells(checks: Mapping[str, bool]) -> tuple[str, str, str]:
+    """The cells of a row checked by claims: how many hold, the status (any failing: contradicts) and each check."""
+    held = sum(checks.values())
+    ours = f"{held} of {count(len(checks), 'check')} " + ("holds" if held == 1 else "hold")
+    why = "; ".join(f"{name.replace('_', ' ')}: {'holds' if holds else 'does not hold'}"
+                    for name, holds in checks.items())
+    return ours, (ORDERING if held == len(checks) else CONTRADICTS), why
+
+
+def figure_rows(experiment: Experiment, groups: Sequence[Group]) -> list[Row]:
+    """One row per :class:`FigureClaims` of the experiment: its checks on the groups not at the quick scale, or
+    "missing" with the command when no archived run decides any."""
+    document = document_of(experiment.reproduces)
+    usable = [g for g in groups if g.scale != "quick"]
+    rows = []
+    for figure in experiment.figure_claims:
+        checks = {str(k): bool(v) for k, v in figure.claims([g.as_row() for g in usable]).items()} if usable else {}
+        if checks:
+            ours, status, why = _claims_cells(checks)
+            runs_ = _scales(usable)
+        else:
+            ours, status, runs_ = "–", MISSING, "–"
+            why = f"no archived run has this figure's settings; run: `{figure.command}`"
+        rows.append(Row(document, figure.result, experiment.name, f"{figure.paper} (curves only)", ours, runs_,
+                        status, why))
+    return rows
+
+
 def _inline_paper(values: Sequence[PaperValue]) -> str:
     return "; ".join(f"{v.metric} = {format_value(v.value, v.stderr)}" + (f" ({_where(v)})" if v.where else "")
                      for v in values)
@@ -200,12 +228,7 @@ def experiment_rows(experiment: Experiment, records: Sequence[Any]) -> list[Row]
     if not experiment.paper:
         checks = _claim_checks(experiment, groups)
         if checks:
-            failed = [name for name, holds in checks.items() if not holds]
-            status = CONTRADICTS if failed else ORDERING
-            held = sum(checks.values())
-            ours = f"{held} of {count(len(checks), 'check')} " + ("holds" if held == 1 else "hold")
-            why = "; ".join(f"{name.replace('_', ' ')}: {'holds' if holds else 'does not hold'}"
-                            for name, holds in checks.items())
+            ours, status, why = _claims_cells(checks)
             return [Row(document, experiment.reproduces, experiment.name, "an ordering (no number printed)", ours,
                         scale, status, why)]
         status, why = _not_compared(experiment, groups, has_values=False)
@@ -288,6 +311,8 @@ def all_rows(store: Any, experiments: Mapping[str, Experiment] | None = None) ->
     for name, experiment in sorted(experiments.items()):
         records = [r for r in store.runs(name) if r.status == "ok"]
         rows += experiment_rows(experiment, records)
+        if experiment.figure_claims:
+            rows += figure_rows(experiment, aggregate(experiment, records) if records else [])
     for item in UNREPRODUCED:
         status = NEEDS if item.needs else MISSING
         why = item.reason + (f"; needs {item.needs}" if item.needs else "")

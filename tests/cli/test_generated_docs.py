@@ -273,6 +273,27 @@ def test_a_row_with_nothing_compared_needs_data_where_the_paper_scale_does(tmp_p
     assert _rows(tmp_path, {"emlp": [0.5, 0.7], "mlp": [1.0, 1.0]})["Table 9"].status == REPRODUCED
 
 
+@dataclass
+class DataCfg:
+    data: str = "digits"
+    model: str = "mlp"
+    seed: int = 0
+
+
+def test_a_value_only_the_paper_scale_can_match_needs_its_data_beside_default_runs(tmp_path, monkeypatch):
+    monkeypatch.setitem(unreproduced.PAPER_SCALE_NEEDS, NAME, "MNIST's files")
+    store = Store(tmp_path / "data.db")
+    store.record(NAME, {"data": "digits", "model": "mlp", "seed": 0}, {"err": 2.0})  # a default run
+    values = (PaperValue("err", 1.1, where={"data": "mnist"}, source="Table 4"),
+              PaperValue("err", 3.0, where={"model": "emlp"}, source="Table 5"))
+    experiment = Experiment(NAME, "d", "thesis Tables 4 and 5 (a test)", DataCfg, run=lambda c: {}, paper=values,
+                            paper_scale={"data": "mnist"}, sweep={"model": ("mlp", "emlp"), "seed": (0,)})
+    rows = {r.result: r for r in experiment_rows(experiment, store.runs(NAME))}
+    assert rows["Table 4"].status == NEEDS and "needs MNIST's files" in rows["Table 4"].why
+    # an EMLP default run could match Table 5's value: it is missing work, not data
+    assert rows["Table 5"].status == MISSING and "MNIST" not in rows["Table 5"].why
+
+
 def test_a_figure_without_numbers_gets_its_own_row_from_its_claims(tmp_path):
     from symkit.lab.runner.report import aggregate
 

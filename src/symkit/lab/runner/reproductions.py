@@ -20,6 +20,7 @@ from symkit.lab._text import count
 from symkit.lab.experiments.registry import Experiment, PaperValue, all_experiments, broken_modules
 from symkit.lab.experiments.unreproduced import DOCUMENTS, PAPER_SCALE_NEEDS, UNREPRODUCED, document_of
 from symkit.lab.runner.report import COMPARABLE, SCALES, Group, aggregate, format_value
+from symkit.lab.store import canonical_json
 
 __all__ = ["PAGE", "STATUSES", "RULE", "Comparison", "Row", "builtin_experiments", "compare", "status_of",
            "experiment_rows", "build_reproductions"]
@@ -156,8 +157,22 @@ def _command(experiment: Experiment) -> str:
     return f"`symkit reproduce {experiment.name}`"
 
 
-def _not_compared(experiment: Experiment, groups: Sequence[Group], has_values: bool) -> tuple[str, str]:
-    """The status and the reason of a row that compares nothing."""
+def _paper_scale_only(experiment: Experiment, values: Sequence[PaperValue]) -> bool:
+    """Whether some value's settings differ from the defaults in a field the paper scale sets (its data set, say):
+    only a paper-scale run can match it."""
+    paper = experiment.scale_overrides("paper")
+    if not paper:
+        return False
+    default = experiment.config()
+    return any(key in paper and canonical_json(value) != canonical_json(getattr(default, key, None))
+               for v in values for key, value in v.where.items())
+
+
+def _not_compared(experiment: Experiment, groups: Sequence[Group],
+                  values: Sequence[PaperValue] | None = None) -> tuple[str, str]:
+    """The status and the reason of a row that compares nothing (``values``: the row's paper values, None for a
+    result with none registered)."""
+    has_values = values is not None
     if not groups:
         why = f"no run in `results/{experiment.name}.jsonl`"
     elif not any(g.scale in COMPARABLE for g in groups):
@@ -168,7 +183,7 @@ def _not_compared(experiment: Experiment, groups: Sequence[Group], has_values: b
     else:
         why = f"no paper value registered to compare with (`symkit report {experiment.name}` shows the runs)"
     needs = PAPER_SCALE_NEEDS.get(experiment.name)
-    if needs and not any(g.scale in COMPARABLE for g in groups):
+    if needs and (not any(g.scale in COMPARABLE for g in groups) or _paper_scale_only(experiment, values or ())):
         return NEEDS, f"{why}; needs {needs}; run: {_command(experiment)}"
     return MISSING, f"{why}; run: {_command(experiment)}"
 
@@ -231,7 +246,7 @@ def experiment_rows(experiment: Experiment, records: Sequence[Any]) -> list[Row]
             ours, status, why = _claims_cells(checks)
             return [Row(document, experiment.reproduces, experiment.name, "an ordering (no number printed)", ours,
                         scale, status, why)]
-        status, why = _not_compared(experiment, groups, has_values=False)
+        status, why = _not_compared(experiment, groups)
         runs = sum(len(g.seeds) for g in groups)
         ours = f"{count(runs, 'run')} in {count(len(groups), 'setting')}" if groups else "–"
         return [Row(document, experiment.reproduces, experiment.name, "no number registered", ours, scale, status,
@@ -246,7 +261,7 @@ def experiment_rows(experiment: Experiment, records: Sequence[Any]) -> list[Row]
         status = status_of(comparisons)
         compared = sum(bool(found) for _, found in pairs)
         if status is None:
-            status, why = _not_compared(experiment, groups, has_values=True)
+            status, why = _not_compared(experiment, groups, values)
         else:
             within = sum(c.within for c in comparisons)
             why = f"{within} of {count(len(comparisons), 'comparison')} within"

@@ -53,3 +53,23 @@ def test_bad_arch():
     exp = get_experiment("lee-trends")
     with pytest.raises(ValueError, match="arch must be one of"):
         exp.run(exp.make_config(quick=True, arch="mlp"))
+
+
+def _trend_row(arch, train, test, shifted, tops, **fracs):
+    mean = {"lee_train_translate_x": train, "lee_translate_x": test, "lee_shifted_translate_x": shifted,
+            **{f"layer_frac_{k}": v for k, v in fracs.items()}}
+    return {"config": {"arch": arch}, "mean": mean, "by_seed": {i: {"layer_top": t} for i, t in enumerate(tops)}}
+
+
+def test_the_claims_read_fig_4_4_and_4_7():
+    exp = get_experiment("lee-trends")
+    thesis_like = [_trend_row("cnn", 0.1, 0.2, 20, ["features.6"] * 3, conv=0.3, nonlinearity=0.45, pooling=0.25),
+                   _trend_row("mixer", 0.01, 0.7, 27, ["blocks.0.tokens", "embed.proj", "embed.proj"]),
+                   _trend_row("vit", 0.9, 2.6, 65, ["embed.proj"] * 3)]
+    assert set(exp.claims(thesis_like).values()) == {True} and len(exp.claims(thesis_like)) == 4
+    one_of_three = [*thesis_like[:2], _trend_row("vit", 0.9, 2.6, 65, ["blocks.1.attn", "embed.proj", "norm"])]
+    assert exp.claims(one_of_three)["patch_embedding_largest_layer_of_vit_and_mixer"] is False
+    conv_heavy = [_trend_row("cnn", 0.1, 0.2, 20, ["features.0"], conv=0.6, nonlinearity=0.3, pooling=0.1)]
+    assert exp.claims(conv_heavy)["cnn_nonlinearity_and_pooling_above_conv"] is False
+    no_gap = [_trend_row("vit", 2.6, 2.6, 65, ["embed.proj"])]  # test no worse than train: no gap
+    assert exp.claims(no_gap)["less_equivariant_on_test_than_train"] is False

@@ -251,6 +251,34 @@ def _bar(y: str, title: str) -> Plot:
     return Plot(x="arch", y=y, kind="bar", title=title)
 
 
+def claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """Fig. 4.4's and Fig. 4.7's claims on the translation LEE (means over seeds), for docs/reproductions.md, each
+    where its architectures have runs: in the CNN the non-linearities and downsampling carry more of it than the
+    convolutions; in the ViT and the Mixer the patch embedding is the largest single layer (in most seeds); every
+    model is less equivariant on test than on training data, and less again on shifted (out-of-distribution)
+    data."""
+    by_arch = {r["config"].get("arch"): r["mean"] for r in rows}
+    tops = {r["config"].get("arch"): [str(s["layer_top"]) for s in r.get("by_seed", {}).values() if "layer_top" in s]
+            for r in rows}
+    out: dict[str, bool] = {}
+    cnn = by_arch.get("cnn")
+    if cnn and "layer_frac_conv" in cnn:
+        out["cnn_nonlinearity_and_pooling_above_conv"] = (
+            cnn.get("layer_frac_nonlinearity", 0) + cnn.get("layer_frac_pooling", 0) > cnn["layer_frac_conv"])
+    tokens = [top for arch, top in tops.items() if arch in ("vit", "mixer") and top]
+    if tokens:
+        out["patch_embedding_largest_layer_of_vit_and_mixer"] = all(
+            2 * sum(t.startswith("embed") for t in top) > len(top) for top in tokens)
+    gaps = [m for m in by_arch.values() if all(k in m for k in ("lee_train_translate_x", "lee_translate_x",
+                                                                 "lee_shifted_translate_x"))]
+    if gaps:
+        out["less_equivariant_on_test_than_train"] = all(
+            m["lee_translate_x"] > m["lee_train_translate_x"] for m in gaps)
+        out["less_equivariant_on_shifted_than_test"] = all(
+            m["lee_shifted_translate_x"] > m["lee_translate_x"] for m in gaps)
+    return out
+
+
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     """Two compact tables: LEE by architecture and transform, and layer-type shares of translation LEE."""
     rows = sorted(rows, key=lambda r: ARCHS.index(r["config"].get("arch")) if r["config"].get("arch") in ARCHS else 9)
@@ -332,5 +360,6 @@ register(
             _bar("shift_changed", "Fraction of predictions changed by integer shifts"),
         ),
         summarize=summarize,
+        claims=claims,
     )
 )

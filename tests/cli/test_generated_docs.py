@@ -321,6 +321,19 @@ def test_a_figure_without_numbers_gets_its_own_row_from_its_claims(tmp_path):
     assert build_reproductions(store, {NAME: experiment}).count("| Figure 9 (against epochs) | `cli-test-repro` |") == 1
 
 
+def test_a_decided_departure_is_written_beside_its_row(tmp_path):
+    experiment = dataclasses.replace(_experiment(), decided={"Table 9": "a longer run closes the gap"})
+    page = build_reproductions(Store(tmp_path / "d.db"), {NAME: experiment})
+    [table9] = [line for line in page.splitlines() if line.startswith("| Table 9 |")]
+    assert table9.endswith("; decided: a longer run closes the gap |")
+    [figure8] = [line for line in page.splitlines() if line.startswith("| Figure 8 |")]
+    assert "decided" not in figure8
+    plain = Experiment(NAME, "d", "thesis Figure 8: an ordering (a test)", Cfg, run=lambda c: {},
+                       decided={"*": "checked against the reference code"})
+    assert "; decided: checked against the reference code |" in build_reproductions(Store(tmp_path / "e.db"),
+                                                                                    {NAME: plain})
+
+
 def test_the_page_has_a_row_per_result_and_an_entry_per_unreproduced_result(tmp_path):
     store = Store(tmp_path / "s.db")
     page = build_reproductions(store, {NAME: _experiment()})

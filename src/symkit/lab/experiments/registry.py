@@ -31,6 +31,9 @@ Anatomy of an experiment:
   whose sweeps vary settings the default sweep keeps fixed): one :class:`FigureClaims` each, its own row on
   docs/reproductions.md, checked on every archived run that is not at the quick scale (each ``claims`` picks the
   rows of its figure's settings).
+- ``decided``: optional, for a result where symkit departs from the paper: what a larger run or a check of the
+  formula found, by result name as on docs/reproductions.md (``"*"`` for the one row of an experiment with no
+  paper value), written beside the row.
 - ``effective``: optional, ``effective(config)`` gives the values a run really uses for fields stored as a
   placeholder (0: "from the size table"), which reports show in their place.
 - ``figures``: optional, figures that need the individual runs (curves, say) rather than seed means (see
@@ -231,6 +234,7 @@ class Experiment:
     summarize: Summarize | None = None
     claims: Claims | None = None
     figure_claims: Sequence[FigureClaims] = ()
+    decided: Mapping[str, str] = field(default_factory=dict)
     stand_in: str | None = None
     figures: Figures | None = None
     validate: Callable[[Any], None] | None = None

@@ -9,6 +9,7 @@ the numbers (:data:`RULE`); the page is written by ``symkit report --docs`` from
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -318,6 +319,13 @@ def _details(row: Row) -> list[str]:
     return lines
 
 
+def _with_decision(experiment: Experiment, row: Row) -> Row:
+    """``row`` with what was decided about its departure from the paper (``Experiment.decided``) after its reason."""
+    key = "*" if not experiment.paper and row.result == experiment.reproduces else row.result
+    decided = experiment.decided.get(key)
+    return dataclasses.replace(row, why=f"{row.why}; decided: {decided}") if decided else row
+
+
 def all_rows(store: Any, experiments: Mapping[str, Experiment] | None = None) -> list[Row]:
     """Every row of the page, documents in :data:`DOCUMENTS` order: the experiments' rows (by name), then the
     results no experiment's paper values cover."""
@@ -325,9 +333,10 @@ def all_rows(store: Any, experiments: Mapping[str, Experiment] | None = None) ->
     rows = []
     for name, experiment in sorted(experiments.items()):
         records = [r for r in store.runs(name) if r.status == "ok"]
-        rows += experiment_rows(experiment, records)
+        made = experiment_rows(experiment, records)
         if experiment.figure_claims:
-            rows += figure_rows(experiment, aggregate(experiment, records) if records else [])
+            made += figure_rows(experiment, aggregate(experiment, records) if records else [])
+        rows += [_with_decision(experiment, row) for row in made]
     for item in UNREPRODUCED:
         status = NEEDS if item.needs else MISSING
         why = item.reason + (f"; needs {item.needs}" if item.needs else "")

@@ -236,10 +236,16 @@ def _inline_ours(comparisons: Sequence[Comparison]) -> str:
 
 
 def experiment_rows(experiment: Experiment, records: Sequence[Any]) -> list[Row]:
-    """The rows of one experiment: one per figure or table of its paper values, or one for what it reproduces when
-    it registers none."""
-    document = document_of(experiment.reproduces)
+    """The rows of one experiment: one per figure or table of its paper values (or one for what it reproduces when
+    it registers none), then one per :class:`FigureClaims`, each with what was decided about it."""
     groups = aggregate(experiment, records) if records else []
+    rows = _result_rows(experiment, groups) + figure_rows(experiment, groups)
+    return [_with_decision(experiment, row) for row in rows]
+
+
+def _result_rows(experiment: Experiment, groups: Sequence[Group]) -> list[Row]:
+    """The rows of the experiment's paper values, or its claims row when it registers none."""
+    document = document_of(experiment.reproduces)
     scale = _scales(groups)
     if not experiment.paper:
         checks = _claim_checks(experiment, groups)
@@ -333,10 +339,7 @@ def all_rows(store: Any, experiments: Mapping[str, Experiment] | None = None) ->
     rows = []
     for name, experiment in sorted(experiments.items()):
         records = [r for r in store.runs(name) if r.status == "ok"]
-        made = experiment_rows(experiment, records)
-        if experiment.figure_claims:
-            made += figure_rows(experiment, aggregate(experiment, records) if records else [])
-        rows += [_with_decision(experiment, row) for row in made]
+        rows += experiment_rows(experiment, records)
     for item in UNREPRODUCED:
         status = NEEDS if item.needs else MISSING
         why = item.reason + (f"; needs {item.needs}" if item.needs else "")

@@ -18,7 +18,7 @@ from tiny_files import write_tiny_data  # noqa: E402
 
 #: the experiments whose paper scale reads the user's files (the others generate their data)
 READS_FILES = {"pac-bayes-digits", "pac-bayes-structure", "lee-trends", "lee-zoo", "lee-rotmnist",
-               "layerwise-quadrant", "layerwise-rotated", "layerwise-cifar"}
+               "layerwise-quadrant", "layerwise-rotated", "layerwise-cifar", "rpp-conv"}
 
 
 @pytest.fixture(scope="module")

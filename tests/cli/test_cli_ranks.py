@@ -110,3 +110,14 @@ def test_the_registered_paper_values_are_the_thesis_tables_numbers():
     rubik = sorted((v.where["rep"], v.value) for v in paper if v.source == "Table A.3")
     assert rubik == [("T(1)", 2.0), ("T(2)", 6.0), ("T(3)", 22.0)]
     assert {v.where["group"] for v in paper if v.source == "Table A.3"} == {"RubiksCube(reference)"}
+
+
+def test_a_listed_field_some_runs_leave_to_the_config_is_set_on_them():
+    from symkit.lab.experiments import get_experiment
+
+    experiment = get_experiment("pac-bayes-structure")  # only its full-batch run names its epochs (360)
+    specs = plan(experiment, settings={"epochs": [300]}, seeds=[0])
+    assert {s.config["optimizer"] for s in specs} == {"sgd"} and len(specs) == 6
+    assert {s.config["epochs"] for s in specs} == {300}
+    full = plan(experiment, settings={"epochs": [360], "optimizer": ["full-batch"]}, seeds=[0])
+    assert [(s.config["optimizer"], s.config["epochs"]) for s in full] == [("full-batch", 360)]

@@ -258,8 +258,10 @@ def plan(
     run to whichever process runs it.
 
     For experiments with an explicit run list (``Experiment.points``), a setting of a field that the list defines
-    selects the runs with those values instead (``--set group=SO(3)`` keeps the SO(3) cells of ``ranks``); a field
-    that only the sweep's grid multiplies the list by is set, as in a plain grid.
+    selects the runs with those values instead (``--set group=SO(3)`` keeps the SO(3) cells of ``ranks``), and sets it
+    on the runs that leave that field to the config (``--set epochs=300`` keeps pac-bayes-structure's stochastic runs,
+    at 300 epochs, and drops its full-batch run, which names its own); a field that only the sweep's grid multiplies
+    the list by is set, as in a plain grid.
     """
     try:
         scale = resolve_scale(quick, scale)
@@ -274,9 +276,14 @@ def plan(
     for key, values in settings.items():
         if key in point_keys:  # a field the explicit run list defines: keep the runs with these values
             wanted = {canonical_json(v) for v in values}
-            kept = [point for point in grid if canonical_json(point.get(key)) in wanted]
+            kept = []
+            for point in grid:  # a run the list leaves the field to the config for takes the setting
+                if key not in point:
+                    kept += [{**point, key: value} for value in values]
+                elif canonical_json(point[key]) in wanted:
+                    kept.append(point)
             if not kept:
-                have = sorted({str(point.get(key)) for point in grid})
+                have = sorted({str(point[key]) for point in grid if key in point})
                 raise SweepError(
                     f"no run of {experiment.name!r} has {key} in {', '.join(map(str, values))}; values in this "
                     f"sweep: {', '.join(have)}"

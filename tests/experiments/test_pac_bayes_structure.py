@@ -13,6 +13,7 @@ from symkit.lab.experiments.pac_bayes_structure import (
     DATA,
     MODELS,
     build_model,
+    noisy_labels,
     pixel_permutation,
     shuffle_pixels,
     structure_data,
@@ -171,3 +172,63 @@ def test_the_claims_check_each_ordering_of_fig_5_3_and_table_a23():
     assert [k for k, v in EXP.claims(apart).items() if not v] == ["full_batch_about_sgd"]
     # only the checks whose settings ran
     assert EXP.claims(thesis_like[:2]) == {"cnn_bound_below_mlp_on_images": True}
+
+
+def test_label_noise_redraws_that_share_of_the_training_labels_only():
+    (x, y), (xt, yt) = structure_data(EXP.make_config(data="images"))
+    (xn, yn), (xnt, ynt) = structure_data(EXP.make_config(data="images", label_noise=0.2))
+    assert torch.equal(xn, x) and torch.equal(xnt, xt) and torch.equal(ynt, yt)  # images and test labels kept
+    chosen = round(0.2 * len(y))
+    changed = int((yn != y).sum())
+    # every redrawn label differs from the true one with probability 0.9: 259 of 288 expected, sd 5
+    assert 0.8 * chosen <= changed <= chosen
+    assert torch.equal(noisy_labels(y, 0.2, 6000), yn) and not torch.equal(noisy_labels(y, 0.2, 6001), yn)
+    assert torch.equal(noisy_labels(y, 0.0, 1), y) and yn.min() >= 0 and yn.max() <= 9
+    with pytest.raises(ValueError, match="label_noise must be a share below 1"):
+        EXP.run(EXP.make_config(label_noise=1.0))
+
+
+def _width_row(width, bounds, errors, noise=0.2, intrinsic_dim=200):
+    row = _bound_row("cnn", "images", "sgd", bounds)
+    errors_row = _bound_row("cnn", "images", "sgd", errors)
+    row["config"].update(width=width, label_noise=noise, intrinsic_dim=intrinsic_dim)
+    row["mean"]["quantized_test_error"] = errors_row["mean"]["bound"]
+    row["stderr"]["quantized_test_error"] = errors_row["stderr"]["bound"]
+    for seed, error in enumerate(errors):
+        row["by_seed"][seed]["quantized_test_error"] = error
+    return row
+
+
+def test_figure_a7_asks_for_a_peak_inside_the_widths_on_every_curve():
+    from symkit.lab.experiments.pac_bayes_structure import figure_a7_claims
+
+    peaked = [_width_row(4, [0.8, 0.82], [0.3, 0.3]), _width_row(8, [0.9, 0.88], [0.4, 0.42]),
+              _width_row(16, [0.7, 0.72], [0.2, 0.2])]
+    assert figure_a7_claims(peaked) == {"bound_climbs_and_comes_down_again_with_width": True,
+                                        "test_error_climbs_and_comes_down_again_with_width": True}
+    falling = [_width_row(4, [0.9], [0.5]), _width_row(8, [0.8], [0.4]), _width_row(16, [0.8], [0.3]),
+               _width_row(32, [0.7], [0.35])]  # the bound only falls; the test error climbs at the end only
+    assert figure_a7_claims(falling) == {"bound_climbs_and_comes_down_again_with_width": False,
+                                         "test_error_climbs_and_comes_down_again_with_width": False}
+    # a peak within the seeds' spread is no peak: 0.80 +- 0.05 above 0.78 +- 0.01
+    noisy = [_width_row(4, [0.78, 0.76, 0.80], [0.3]), _width_row(8, [0.75, 0.85, 0.80], [0.4]),
+             _width_row(16, [0.77, 0.75, 0.79], [0.2])]
+    assert figure_a7_claims(noisy)["bound_climbs_and_comes_down_again_with_width"] is False
+    # a curve at another intrinsic dimension is a curve of its own: the peak must be on both
+    other = [_width_row(w, [b], [e], intrinsic_dim=1000) for w, b, e in ((4, 0.9, 0.5), (8, 0.8, 0.4), (16, 0.7, 0.3))]
+    assert figure_a7_claims(peaked + other)["bound_climbs_and_comes_down_again_with_width"] is False
+    # runs without label noise, or on fewer than three widths, decide nothing
+    assert figure_a7_claims([_width_row(w, [0.5], [0.1], noise=0.0) for w in (4, 8, 16)]) == {}
+    assert figure_a7_claims(peaked[:2]) == {}
+
+
+def test_label_noise_runs_stay_out_of_fig_5_3_and_table_a23():
+    clean = [_bound_row("cnn", "images", "sgd", [0.30, 0.32, 0.31]), _bound_row("mlp", "images", "sgd", [0.60, 0.62])]
+    noisy = _width_row(16, [0.9, 0.95, 0.92], [0.5, 0.5, 0.5])
+    noisy["config"]["model"] = "mlp"  # would be the mlp's lowest bound... were it counted
+    noisy["by_seed"] = {s: {**m, "bound": 0.1} for s, m in noisy["by_seed"].items()}
+    assert EXP.claims(clean + [noisy]) == EXP.claims(clean) == {"cnn_bound_below_mlp_on_images": True}
+    for r in clean + [noisy]:
+        for m in r["by_seed"].values():
+            m.update(quantized_test_error=0.1, quantized_train_error=0.1, message_bits=1000.0, steps_per_epoch=12)
+    assert EXP.summarize(clean + [noisy]) == EXP.summarize(clean)

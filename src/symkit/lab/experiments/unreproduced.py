@@ -107,11 +107,6 @@ UNREPRODUCED = (
         "on the table's architectures and data sets (docs/pacbayes.md)",
         needs=_THESIS_GPU + "; 3000 full-batch epochs a bound"),
     Unreproduced(
-        "thesis", "Figure A.7 (double descent)",
-        "ResNet-18 of varying width on CIFAR-10 with 20% label noise, intrinsic dimension 35,000: the bound shows a "
-        "double descent",
-        "no experiment", needs=_CIFAR),
-    Unreproduced(
         "layerwise", "Table 3, CIFAR-10 rows",
         "CIFAR-10: MAP acc 68.33, Laplace acc 80.94, marginal likelihood 0.926, FC / CONV / GCONV 0 / 44 / 56 %; "
         "rotated CIFAR-10: MAP acc 48.30, Laplace acc 55.68, marginal likelihood 1.630, FC / CONV / GCONV "

@@ -118,7 +118,9 @@ def test_sum_claims_read_fig_7_at_every_length():
 
 
 def _gauss_row(mse_ours, mse_none, pd_ours, pd_none, mse_brute=None, pd_brute=None, **config):
-    config = {"dims": 5, "rank": 1, "n_train": 30, "penalties": "both", "brute_force": True} | config
+    from symkit.lab.experiments.sharing_gaussian import FIGURE_SETTINGS
+
+    config = FIGURE_SETTINGS | config
     mean = {"mse_ours": mse_ours, "mse_no_sharing": mse_none, "pd_ours": pd_ours, "pd_no_sharing": pd_none}
     if mse_brute is not None:
         mean |= {"mse_brute": mse_brute, "pd_brute": pd_brute}
@@ -135,6 +137,8 @@ def test_gaussian_figure_claims_pick_their_figures_runs():
     assert sg.figure4_claims(worse)["ours_below_no_sharing_in_mse"] is False
     other_setting = [_gauss_row(0.06, 0.05, 0.5, 1, 0.02, 0.2, rank=3, penalties="none")]  # ...not this one
     assert set(sg.figure4_claims(by_rank + other_setting).values()) == {True}
+    shorter = [_gauss_row(0.06, 0.05, 0.5, 1, 0.02, 0.2, rank=3, iters=300)]  # nor a run with fewer iterations
+    assert set(sg.figure4_claims(by_rank + shorter).values()) == {True}
     u_shape = [_gauss_row(m, 0.05, p, 1, rank=4, n_train=n) for n, m, p in ((10, 0.045, 0.2), (50, 0.040, 0.05),
                                                                            (90, 0.044, 0.1))]
     assert sg.figure6_claims(u_shape) == {"ours_mse_lowest_inside_the_range": True,

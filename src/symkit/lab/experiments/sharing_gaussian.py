@@ -8,6 +8,7 @@ penalties named by ``penalties``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -130,10 +131,16 @@ PAPER = [
     for metric, value, ci in (("mse", mse, mse_ci), ("pd", pd, pd_ci))
 ]
 
+#: the settings the figures keep fixed: the config's defaults at the paper's K = 5 (Figs. 3, 4 and 6; Figs. 2 and 5
+#: sweep K)
+FIGURE_SETTINGS = {k: v for k, v in dataclasses.asdict(GaussianSharingConfig(dims=5)).items() if k != "seed"}
+
+
 def _figure(rows: Sequence[Mapping[str, Any]], axis: str, **setting: Any) -> list[Mapping[str, Any]]:
-    """The rows of one figure: those with ``setting`` (the other settings at their defaults: every run the figure's
-    sweep makes), sorted along ``axis``; empty unless at least two points lie on the axis."""
-    defaults = {"dims": 5, "rank": 1, "n_train": 30, "penalties": "both", "brute_force": True} | setting
+    """The rows of one figure: those with ``setting`` and every other setting at :data:`FIGURE_SETTINGS` (every run
+    the figure's sweep makes, and no other), sorted along ``axis``; empty unless at least two points lie on the
+    axis."""
+    defaults = FIGURE_SETTINGS | setting
     defaults.pop(axis)
     chosen = [r for r in rows if all(r["config"].get(k) == v for k, v in defaults.items())
               and all(k in r["mean"] for k in ("mse_ours", "mse_no_sharing", "pd_ours", "pd_no_sharing"))]

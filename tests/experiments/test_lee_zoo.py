@@ -121,3 +121,33 @@ def test_the_claims_read_the_signs_of_the_rank_correlations_with_accuracy():
     assert [k for k, v in exp.claims(reversed_lee).items() if not v] == [
         "lee_translate_x_falls_with_accuracy", "lee_rotate_falls_with_accuracy", "lee_shear_x_falls_with_accuracy"]
     assert exp.claims(thesis_like[:2]) == {}  # two models decide no ranking
+
+
+def test_figure_a3_reads_hyperbolic_rotation_across_the_default_runs_only():
+    import dataclasses
+
+    from symkit.lab.experiments.lee_zoo import LEEZooConfig, figure_a3_claims
+
+    default = dataclasses.asdict(LEEZooConfig())
+
+    def row(acc, lee, **changed):
+        return {"config": {**default, **changed}, "mean": {"accuracy": acc, "lee_hyperbolic_rotate": lee}}
+
+    thesis_like = [row(0.90, 0.5), row(0.95, 0.3), row(0.99, 0.1)]
+    assert figure_a3_claims(thesis_like) == {"lee_hyperbolic_rotate_falls_with_accuracy": True}
+    rising = [row(0.90, 0.1), row(0.95, 0.3), row(0.99, 0.5)]
+    assert figure_a3_claims(rising) == {"lee_hyperbolic_rotate_falls_with_accuracy": False}
+    # a case study trained for fewer steps is not one of the zoo's models
+    assert figure_a3_claims(thesis_like[:2] + [row(0.99, 0.9, train_steps=300)]) == {}
+    assert figure_a3_claims(rising + [row(0.999, 0.0, train_steps=300)])["lee_hyperbolic_rotate_falls_with_accuracy"] \
+        is False
+
+
+def test_the_summary_ranks_every_measured_transform_against_accuracy():
+    rows = [{"config": {"model": m}, "mean": {"accuracy": a, **{f"lee_{t}": lee for t in ("translate_x", "rotate",
+                                                                                          "shear_x", "brightness")},
+                                              "eqt_db": 20.0 + a, "eqt_frac_db": 21.0 + a}}
+            for m, a, lee in (("a", 0.9, 0.3), ("b", 0.95, 0.2), ("c", 0.99, 0.1))]
+    text = summarize(rows)
+    assert "| lee_brightness | -1.00 |" in text and "| eqt_db | +1.00 |" in text
+    assert "lee_scale" not in text  # a transform not measured has no line

@@ -359,3 +359,17 @@ def test_experiments_registered_from_outside_symkit_get_no_row(monkeypatch):
     monkeypatch.setitem(registry._REGISTRY, NAME, _experiment())
     assert NAME in registry.all_experiments() and NAME not in builtin_experiments()
     assert "rl-sac" in builtin_experiments()
+
+
+def test_where_compares_a_tuple_setting_in_its_stored_form(archived):
+    from symkit.lab.experiments import get_experiment
+    from symkit.lab.runner.report import parse_where, select_runs
+
+    experiment = get_experiment("powernet-classify")
+    records = archived.runs("powernet-classify", status="ok")
+    where = parse_where(experiment, ["channels=2,4,8,16"])
+    assert where == {"channels": [(2, 4, 8, 16)]}  # typed as the field's tuple, stored as a JSON list
+    chosen = select_runs(records, where=where)
+    assert chosen and all(r.config["channels"] == [2, 4, 8, 16] for r in chosen)
+    assert len(chosen) < len(records)  # the default widths' runs are left out
+    assert select_runs(records, where=parse_where(experiment, ["channels=2,4,8"])) == []

@@ -210,7 +210,9 @@ def test_the_status_of_a_row_follows_the_rule(tmp_path):
     assert _rows(tmp_path, {"emlp": [2.0, 2.2], "mlp": [1.2, 1.2]})["Table 9"].status == CONTRADICTS  # order too
     alone = _rows(tmp_path, {"mlp": [3.0, 3.0]})["Table 9"]  # one value, off, and no pair to order
     assert alone.status == CONTRADICTS and alone.why == "0 of 1 comparison within; 1 of the 2 paper values have no " \
-        "comparable run"
+        "comparable run; run: `symkit reproduce cli-test-repro --set model=emlp` after `symkit import " \
+        "results/cli-test-repro.jsonl` (the sweep skips the archived runs; 0 s a run, the median of the 2 archived " \
+        "runs at that scale)"
     quick = _rows(tmp_path, {"emlp": [0.5, 0.7]}, epochs=1)["Table 9"]
     assert quick.status == MISSING and "at the quick scale" in quick.why and quick.scale == "quick (2 runs)"
     assert _rows(tmp_path, {})["Table 9"].why.startswith(f"no run in `results/{NAME}.jsonl`")
@@ -373,3 +375,23 @@ def test_where_compares_a_tuple_setting_in_its_stored_form(archived):
     assert chosen and all(r.config["channels"] == [2, 4, 8, 16] for r in chosen)
     assert len(chosen) < len(records)  # the default widths' runs are left out
     assert select_runs(records, where=parse_where(experiment, ["channels=2,4,8"])) == []
+
+
+def test_the_command_for_a_rows_missing_values_is_one_that_plans_them(tmp_path):
+    store = Store(tmp_path / "rest.db")
+    for seed in (0, 1, 2):
+        store.record(NAME, {"model": "mlp", "epochs": 10, "seed": seed}, {"err": 3.0}, duration=60.0 * (seed + 1))
+    values = (PaperValue("err", 1.0, where={"model": "mlp"}, source="Table 9"),
+              PaperValue("err", 0.5, where={"model": "emlp", "epochs": 20}, source="Table 9"),
+              PaperValue("err", 0.4, where={"model": "cnn", "epochs": 20}, source="Table 9"))
+
+    def why(**changes):
+        experiment = dataclasses.replace(_experiment(), paper=values, **changes)
+        return {r.result: r for r in experiment_rows(experiment, store.runs(NAME))}["Table 9"].why
+
+    assert why().endswith("run: `symkit reproduce cli-test-repro --sweep model=emlp,cnn --set epochs=20` after "
+                          "`symkit import results/cli-test-repro.jsonl` (the sweep skips the archived runs; 2 min a "
+                          "run, the median of the 3 archived runs at that scale)")
+    # a run list that holds no cnn: no command plans the value, so none is printed
+    listed = why(points=lambda quick: [{"model": "mlp"}, {"model": "emlp"}])
+    assert listed.endswith("2 of the 3 paper values have no comparable run")

@@ -239,11 +239,57 @@ def experiment_rows(experiment: Experiment, records: Sequence[Any]) -> list[Row]
     """The rows of one experiment: one per figure or table of its paper values (or one for what it reproduces when
     it registers none), then one per :class:`FigureClaims`, each with what was decided about it."""
     groups = aggregate(experiment, records) if records else []
-    rows = _result_rows(experiment, groups) + figure_rows(experiment, groups)
+    rows = _result_rows(experiment, groups, records) + figure_rows(experiment, groups)
     return [_with_decision(experiment, row) for row in rows]
 
 
-def _result_rows(experiment: Experiment, groups: Sequence[Group]) -> list[Row]:
+def _command_text(value: Any) -> str | None:
+    """A setting's value as the command line writes it in a ``--sweep`` list (None: a sequence, which has its own
+    commas)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return None if isinstance(value, (list, tuple, dict)) else str(value)
+
+
+def _rest_of_sweep(experiment: Experiment, records: Sequence[Any], scale: str,
+                   missing: Sequence[PaperValue]) -> str:
+    """The command that runs the paper values a row has no run for (their settings as ``--set``/``--sweep`` at the
+    row's ``scale``; a sweep skips the runs its store holds), checked by planning it, and the median time of the
+    experiment's archived runs at that scale on the machine that ran them; '' when no such command plans them."""
+    from symkit.lab.runner.report import scale_of
+    from symkit.lab.runner.sweep import SweepError, format_seconds, plan
+
+    settings: dict[str, list[Any]] = {}
+    for value in missing:
+        for key, setting in value.where.items():
+            if setting not in settings.setdefault(key, []):
+                settings[key].append(setting)
+    texts = {key: [_command_text(v) for v in values] for key, values in settings.items()}
+    if any(t is None for values in texts.values() for t in values):
+        return ""
+    try:
+        planned = [spec.config for spec in plan(experiment, scale=scale, settings=settings)]
+    except SweepError:
+        return ""
+    if not all(any(all(canonical_json(config.get(k)) == canonical_json(v) for k, v in value.where.items())
+                   for config in planned) for value in missing):
+        return ""
+    options = " ".join(f"--{'set' if len(values) == 1 else 'sweep'} {key}={','.join(values)}"
+                       for key, values in texts.items())
+    command = " ".join(part for part in (f"symkit reproduce {experiment.name}",
+                                         "--scale paper" if scale == "paper" and experiment.paper_scale else "",
+                                         options) if part)
+    durations = sorted(r.duration for r in records if r.status == "ok" and scale_of(experiment, r.config) == scale)
+    if not durations:
+        return f"; run: `{command}`"
+    half = len(durations) // 2
+    median = durations[half] if len(durations) % 2 else (durations[half - 1] + durations[half]) / 2
+    return (f"; run: `{command}` after `symkit import results/{experiment.name}.jsonl` (the sweep skips the "
+            f"archived runs; {format_seconds(median)} a run, the median of the "
+            f"{count(len(durations), 'archived run')} at that scale)")
+
+
+def _result_rows(experiment: Experiment, groups: Sequence[Group], records: Sequence[Any] = ()) -> list[Row]:
     """The rows of the experiment's paper values, or its claims row when it registers none."""
     document = document_of(experiment.reproduces)
     scale = _scales(groups)
@@ -273,7 +319,10 @@ def _result_rows(experiment: Experiment, groups: Sequence[Group]) -> list[Row]:
             within = sum(c.within for c in comparisons)
             why = f"{within} of {count(len(comparisons), 'comparison')} within"
             if compared < len(values):
-                why += f"; {len(values) - compared} of the {len(values)} paper values have no comparable run"
+                scales = [c.scale for c in comparisons]
+                missing = [value for value, found in pairs if not found]
+                why += (f"; {len(values) - compared} of the {len(values)} paper values have no comparable run"
+                        + _rest_of_sweep(experiment, records, max(set(scales), key=scales.count), missing))
         if len(values) <= INLINE:
             paper, ours = _inline_paper(values), _inline_ours(comparisons)
         else:
@@ -366,7 +415,9 @@ def build_reproductions(store: Any, experiments: Mapping[str, Experiment] | None
              "Values are means over seeds ± standard error (sample standard deviation / sqrt(n)); the paper's as "
              "registered (± converted to a standard error where the paper prints a 95% interval). The scale "
              "column counts the archived runs by the scale they ran at (docs/scale.md); only `paper` and "
-             "`default` runs are compared."]
+             "`default` runs are compared. A row some of whose paper values have no run gives the command that "
+             "runs them (planned when the page is written) and the median time of the experiment's archived runs "
+             "at that scale."]
     for document in DOCUMENTS:
         mine = [r for r in rows if r.document == document.key]
         if mine:

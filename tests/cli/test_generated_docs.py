@@ -258,6 +258,10 @@ def test_a_comparison_with_a_stand_in_default_says_so(tmp_path):
     assert row.status == plain.status == REPRODUCED
     assert row.why == plain.why + "; the default scale is a stand-in (digits, not MNIST), not the paper's setting"
     assert "stand-in" not in plain.why
+    # without a paper scale the defaults are the paper's sizes, so every comparison is of the stand-in's runs
+    own = {r.result: r for r in experiment_rows(dataclasses.replace(_experiment(), stand_in="random-policy data"),
+                                                store.runs(NAME))}["Table 9"]
+    assert own.why.endswith("; its runs are a stand-in (random-policy data), not the paper's setting")
 
 
 def test_a_value_is_within_up_to_twice_the_summed_standard_errors():

@@ -22,7 +22,8 @@ Anatomy of an experiment:
 - ``summarize``: optional, extra report text built from the seed-aggregated rows (see :data:`Summarize`).
 - ``stand_in``: optional, what the default scale runs in place of the paper's data (a data set bundled or
   generated here, fewer epochs), when it does: docs/reproductions.md says so beside every comparison made with
-  default-scale runs, since their values are not expected within the paper's.
+  default-scale runs, since their values are not expected within the paper's; and beside every comparison of an
+  experiment with no separate paper scale (whose defaults are the paper's sizes on other data).
 - ``claims``: optional, for a paper result that prints no number but an ordering (a figure of curves or boxes, a
   sentence): ``claims(rows) -> {check: holds}`` from the same rows as ``summarize`` (those at the paper or default
   scale), each check one named comparison the paper states; docs/reproductions.md gives the result "ordering only"

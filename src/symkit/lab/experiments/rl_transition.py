@@ -139,6 +139,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
 EXPERIMENT = register(
     Experiment(
         name="rl-transition",
+        stand_in="a uniformly random policy's transitions, not an SAC agent's replay buffer",
         description="MuJoCo transition models (MLP, EMLP, RPP-EMLP) trained on 10-step rollouts of random-policy "
                     "data: rollout relative error at 10/30/100 steps and equivariance error",
         reproduces="thesis Sec. 3.6.2, Table 3.3: the RPP rolls out Swimmer and Hopper best (Hopper 100 steps: 7.0% "

@@ -333,6 +333,8 @@ def _result_rows(experiment: Experiment, groups: Sequence[Group], records: Seque
                     if comparisons else "–")
         if experiment.stand_in and any(c.scale == "default" for c in comparisons):
             why += f"; the default scale is a stand-in ({experiment.stand_in}), not the paper's setting"
+        elif experiment.stand_in and experiment.paper_scale is None and comparisons:  # its defaults are its paper scale
+            why += f"; its runs are a stand-in ({experiment.stand_in}), not the paper's setting"
         rows.append(Row(document, result, experiment.name, paper, ours, scale, status, why, pairs))
     return rows
 

@@ -282,5 +282,9 @@ register(
         ),
         summarize=summarize,
         claims=claims,
+        decided={"*":
+                 "the Perm run at the paper scale repeated in float64 keeps the equivariant network at rounding level "
+                 "from E, where the float32 run drifts to the augmented network's distance: the failing check is "
+                 "float32 rounding accumulated through the projected updates, not the method (docs/dynamics.md)"},
     )
 )

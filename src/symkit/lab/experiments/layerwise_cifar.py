@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -114,7 +114,20 @@ def validate(cfg: LayerwiseCifarConfig) -> None:
         raise ValueError(f"canvas ({cfg.canvas}) must be at least digit_size ({cfg.digit_size})")
 
 
-def cifar_data(cfg: LayerwiseCifarConfig) -> tuple[torch.Tensor, ...]:
+class ImageSettings(Protocol):
+    """The settings :func:`cifar_data` reads (layerwise-cifar's and rpp-conv's configs have them)."""
+
+    source: str
+    canvas: int
+    digit_size: int
+    noise: float
+    max_shift: int
+    n_train: int
+    n_test: int
+    seed: int
+
+
+def cifar_data(cfg: ImageSettings) -> tuple[torch.Tensor, ...]:
     """``(x_train, y_train, x_test, y_test)``, standardised per channel with train statistics: the colour-digit
     stand-in, or CIFAR-10 from the run's data folder (the first ``n_train`` / ``n_test`` images when set)."""
     if cfg.source == "digits":

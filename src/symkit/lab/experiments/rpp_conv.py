@@ -44,11 +44,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from symkit.datasets.files import data_dir_of
-from symkit.datasets.quadrant_digits import colour_digits, standardise_channels
-from symkit.datasets.sources import load_images
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import Count, CountOrZero, NonNegative, Positive, Seed
-from symkit.lab.experiments.layerwise_cifar import shift_and_flip
+from symkit.lab.experiments.layerwise_cifar import cifar_data, shift_and_flip
 from symkit.lab.experiments.layerwise_common import EVAL_BATCH, smoke_cut
 from symkit.lab.experiments.registry import Experiment, PaperValue, Plot, register
 from symkit.nn.relaxed import RelaxedLayer, count_parameters
@@ -155,18 +153,6 @@ def dense_share(model: RPPConvNet) -> float:
     return norms["fc"] / (norms["fc"] + norms["conv"])
 
 
-def rpp_conv_data(cfg: RPPConvConfig) -> tuple[torch.Tensor, ...]:
-    """``(x_train, y_train, x_test, y_test)``, standardised per channel with train statistics: the colour-digit
-    stand-in or CIFAR-10 from the run's data folder."""
-    if cfg.source == "digits":
-        return colour_digits(cfg.canvas, cfg.digit_size, cfg.n_test, cfg.seed, cfg.noise, cfg.max_shift)
-    size = None if cfg.canvas == 32 else cfg.canvas
-    xtr, ytr = load_images("cifar10", "train", size=size, limit=cfg.n_train or None, data_dir=runtime.data_dir())
-    xte, yte = load_images("cifar10", "test", size=size, limit=cfg.n_test, data_dir=runtime.data_dir())
-    xtr, xte = standardise_channels(xtr, xte)
-    return xtr, ytr, xte, yte
-
-
 def run(cfg: RPPConvConfig) -> dict[str, Any]:
     """Train one column of Table 3.1 by MAP (cross-entropy plus the paths' Gaussian priors); test error in %."""
     validate(cfg)
@@ -174,7 +160,7 @@ def run(cfg: RPPConvConfig) -> dict[str, Any]:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     device = runtime.device()
-    xtr, ytr, xte, yte = (t.to(device) for t in rpp_conv_data(cfg))
+    xtr, ytr, xte, yte = (t.to(device) for t in cifar_data(cfg))
     model = build_model(cfg, xtr.shape[1]).to(device)
     augment = None if cfg.augment == "none" else shift_and_flip(cfg.canvas // 8, cfg.augment == "flip+crop")
     n = len(xtr)

@@ -235,6 +235,8 @@ EXAMPLES = {
            kernel_size=3), _image()),
     "symkit.nn.powernet.net.ConvNet": (_b("symkit.nn.powernet.ConvNet", (1, 8, 8), (2, 3), 5, num_layers=1,
                                           kernel_size=3), _image()),
+    "symkit.lab.experiments.rpp_conv.RPPConvNet": (_b("symkit.lab.experiments.rpp_conv.RPPConvNet", ("conv", "fc"),
+                                                      1, 10, 1, 8), _image()),
     "symkit.nn.relaxed.container.RelaxedCNN": (_b("symkit.nn.relaxed.RelaxedCNN", 1, 4, alpha=1, size=8),
                                                _image()),
     "symkit.nn.relaxed.container.RelaxedLayer": (

@@ -49,6 +49,7 @@ from symkit.lab.experiments.fields import Count, CountOrZero, NonNegative, Posit
 from symkit.lab.experiments.layerwise_cifar import cifar_data, shift_and_flip
 from symkit.lab.experiments.layerwise_common import EVAL_BATCH, smoke_cut
 from symkit.lab.experiments.registry import Experiment, PaperValue, Plot, register
+from symkit.nn._factory import Resettable, place
 from symkit.nn.relaxed import RelaxedLayer, count_parameters
 from symkit.nn.relaxed.container import PATHS, paper_spec
 from symkit.train import Trainer, accuracy
@@ -103,12 +104,13 @@ def validate(cfg: RPPConvConfig) -> None:
         data_dir_of(runtime.data_dir())
 
 
-class RPPConvNet(nn.Module):
+class RPPConvNet(Resettable, nn.Module):
     """The D-Conv layout with the paths ``kinds`` in every layer (module docstring): ``(N, C, size, size)`` images
-    to ``classes`` logits."""
+    to ``classes`` logits; built on the CPU, then moved to ``device`` and ``dtype``."""
 
     def __init__(self, kinds: Sequence[str], in_channels: int, classes: int, alpha: int, size: int,
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None, device: Any = None,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
         layers, norms, cin = [], [], in_channels
         for cout, s, stride in paper_spec(alpha, size):
@@ -118,6 +120,7 @@ class RPPConvNet(nn.Module):
             cin = cout
         self.layers, self.norms = nn.ModuleList(layers), nn.ModuleList(norms)
         self.head = nn.Sequential(nn.Linear(cin, 64 * alpha), nn.ReLU(), nn.Linear(64 * alpha, classes))
+        place(self, device, dtype)  # drawn on the CPU, so every device starts from the same values
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer, norm in zip(self.layers, self.norms):

@@ -124,3 +124,12 @@ def test_every_number_in_every_built_in_config_declares_its_range():
     assert quick.field_limits()["test_fraction"] == "(0,1)" and quick.field_limits()["epochs"] == ">=1"
     with pytest.raises(ValueError, match="epochs=0 .*must be >=1"):
         quick.make_config(epochs=0)
+
+
+def test_has_settings_compares_in_the_stored_form():
+    from symkit.lab.experiments.registry import has_settings
+
+    stored = {"transforms": ["rotate", "scale"], "lr": 0.1, "model": "cnn"}
+    assert has_settings(stored, {"transforms": ("rotate", "scale"), "lr": 0.1})  # a tuple setting, a stored list
+    assert not has_settings(stored, {"transforms": ("rotate",)}) and not has_settings(stored, {"lr": 0.2})
+    assert not has_settings(stored, {"epochs": 3}) and has_settings(stored, {"epochs": None})  # missing reads as None

@@ -22,7 +22,6 @@ contributors. The ``figures`` hook draws LEE against accuracy, one point per mod
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -39,7 +38,7 @@ from symkit.actions.flows import TRANSFORM_NAMES, translate_pixels
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import Count, CountOrZero, Fraction, Positive, Seed
 from symkit.lab.experiments.lee_trends import CATEGORIES, category
-from symkit.lab.experiments.registry import Experiment, FigureClaims, Plot, register
+from symkit.lab.experiments.registry import Experiment, FigureClaims, Plot, has_settings, register
 from symkit.measure.zoo import ZOO, evaluate_model, load_model, parse_spec
 from symkit.train import Trainer
 
@@ -347,8 +346,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
               "EQ-T rises as accuracy rises; Fig. A.3: the other transforms):", "",
               "| measure | Spearman with accuracy |", "|---|---|"]
     measured = [f"lee_{t}" for t in TRANSFORM_NAMES if f"lee_{t}" in rows[0]["mean"]] if rows else []
-    for c in ("lee_translate_x", "lee_rotate", "lee_shear_x",
-              *(m for m in measured if m not in cols), "eqt_db", "eqt_frac_db"):
+    for c in (*cols[:3], *(m for m in measured if m not in cols), *cols[3:]):  # the LEEs, then the EQ-Ts
         vals = [r["mean"].get(c) for r in rows]
         if all(isinstance(v, (int, float)) for v in vals):
             lines.append(f"| {c} | {_rank_correlation(acc, vals):+.2f} |")
@@ -377,10 +375,8 @@ def claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
     return out
 
 
-def _at_defaults(row: Mapping[str, Any]) -> bool:
-    """Whether a row's settings, model and seed aside, are the default scale's (the built-in zoo as measured)."""
-    default = {k: v for k, v in dataclasses.asdict(LEEZooConfig()).items() if k not in ("model", "seed")}
-    return all(json.dumps(row["config"].get(k)) == json.dumps(v) for k, v in default.items())  # tuples as lists
+#: the default scale's settings but the model and the seed: the built-in zoo as measured
+ZOO_SETTINGS = {k: v for k, v in dataclasses.asdict(LEEZooConfig()).items() if k not in ("model", "seed")}
 
 
 def figure_a3_claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
@@ -388,8 +384,8 @@ def figure_a3_claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
     negative rank correlation of accuracy with its LEE across the default runs' models (at least three). The thesis's
     text and caption disagree about brightening and stretching (no significant correlation, or a limited one), so
     those are reported in the summary but not checked."""
-    rows = [r for r in rows if _at_defaults(r) and isinstance(r["mean"].get("accuracy"), (int, float))
-            and isinstance(r["mean"].get("lee_hyperbolic_rotate"), (int, float))]
+    rows = [r for r in rows if has_settings(r["config"], ZOO_SETTINGS)
+            and all(isinstance(r["mean"].get(k), (int, float)) for k in ("accuracy", "lee_hyperbolic_rotate"))]
     if len(rows) < 3:
         return {}
     acc = [float(r["mean"]["accuracy"]) for r in rows]

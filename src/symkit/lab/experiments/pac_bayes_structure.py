@@ -45,7 +45,6 @@ a ConvNet) match no setting run here, so no paper values are registered; the rep
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
@@ -63,6 +62,7 @@ from symkit.lab._text import count
 from symkit.lab.experiments.fields import Count, CountOrZero, Fraction, NonNegative, Positive, Seed
 from symkit.lab.experiments.pac_bayes_digits import PacBayesDigitsConfig, digits_data
 from symkit.lab.experiments.registry import Experiment, FigureClaims, holding_in_every, register
+from symkit.lab.store import canonical_json
 from symkit.nn import MLP
 from symkit.nn.vision import SmallCNN, norm_kind
 from symkit.pacbayes import compute_bound
@@ -337,7 +337,7 @@ def figure_a7_claims(rows: Iterable[Mapping[str, Any]]) -> dict[str, bool]:
         c = r["config"]
         if (c.get("label_noise") == A7_LABEL_NOISE and (c.get("model"), c.get("data"), c.get("optimizer"))
                 == ("cnn", "images", "sgd") and r.get("by_seed") and "bound" in r["mean"]):
-            rest = json.dumps({k: v for k, v in c.items() if k not in ("width", "seed")}, sort_keys=True, default=str)
+            rest = canonical_json({k: v for k, v in c.items() if k not in ("width", "seed")})
             curves.setdefault(rest, {})[c["width"]] = r
 
     def points(ordered: list[Mapping[str, Any]], metric: str) -> list[tuple[float, float]]:

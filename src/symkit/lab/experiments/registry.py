@@ -77,6 +77,7 @@ from typing import Any, TypeVar
 import pydantic
 
 from symkit.lab.experiments.fields import Seed
+from symkit.lab.store import canonical_json
 from symkit.progress import progress_bar
 
 Metrics = dict[str, Any]
@@ -519,6 +520,12 @@ class FigureClaims:
     paper: str
     claims: Claims
     command: str
+
+
+def has_settings(config: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+    """Whether a stored run's ``config`` has every one of ``settings``, compared in the stored JSON form (a tuple
+    setting matches the list a store holds); a field the config lacks reads as None. How a claim picks its runs."""
+    return all(canonical_json(config.get(k)) == canonical_json(v) for k, v in settings.items())
 
 
 def holding_in_every(checks: Iterable[Mapping[str, bool]]) -> dict[str, bool]:

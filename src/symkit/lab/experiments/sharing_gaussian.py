@@ -22,7 +22,7 @@ from symkit.discover.bilevel import brute_force_search, relaxed_closed_form
 from symkit.discover.theory import cluster_average
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import Count, Positive, Seed
-from symkit.lab.experiments.registry import Experiment, FigureClaims, PaperValue, Plot, register
+from symkit.lab.experiments.registry import Experiment, FigureClaims, PaperValue, Plot, has_settings, register
 from symkit.stats import interval
 
 PENALTIES = {"none": (0.0, 0.0), "entropy": (1e-2, 0.0), "both": (1e-2, 1e-2)}
@@ -142,7 +142,7 @@ def _figure(rows: Sequence[Mapping[str, Any]], axis: str, **setting: Any) -> lis
     axis."""
     defaults = FIGURE_SETTINGS | setting
     defaults.pop(axis)
-    chosen = [r for r in rows if all(r["config"].get(k) == v for k, v in defaults.items())
+    chosen = [r for r in rows if has_settings(r["config"], defaults)
               and all(k in r["mean"] for k in ("mse_ours", "mse_no_sharing", "pd_ours", "pd_no_sharing"))]
     return sorted(chosen, key=lambda r: r["config"][axis]) if len(chosen) >= 2 else []
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,11 +280,10 @@ def _rest_of_sweep(experiment: Experiment, records: Sequence[Any], scale: str,
     command = " ".join(part for part in (f"symkit reproduce {experiment.name}",
                                          "--scale paper" if scale == "paper" and experiment.paper_scale else "",
                                          options) if part)
-    durations = sorted(r.duration for r in records if r.status == "ok" and scale_of(experiment, r.config) == scale)
+    durations = [r.duration for r in records if r.status == "ok" and scale_of(experiment, r.config) == scale]
     if not durations:
         return f"; run: `{command}`"
-    half = len(durations) // 2
-    median = durations[half] if len(durations) % 2 else (durations[half - 1] + durations[half]) / 2
+    median = statistics.median(durations)
     return (f"; run: `{command}` after `symkit import results/{experiment.name}.jsonl` (the sweep skips the "
             f"archived runs; {format_seconds(median)} a run, the median of the "
             f"{count(len(durations), 'archived run')} at that scale)")

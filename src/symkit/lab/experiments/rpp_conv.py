@@ -137,12 +137,11 @@ def build_model(cfg: RPPConvConfig, in_channels: int = 3) -> RPPConvNet:
 def prior_penalty(model: RPPConvNet, cfg: RPPConvConfig, n_train: int) -> torch.Tensor:
     """The negative log prior per training image, ``sum |W|^2 / (2 v N)`` over the paths' weights: ``v`` is
     ``basic_prior_variance`` for the RPP's dense path, ``prior_variance`` for every other path."""
-    total = model.layers[0].paths[MODELS[cfg.model][0]].weight.new_zeros(())
-    for layer in model.layers:
-        for kind, path in layer.paths.items():
-            variance = cfg.basic_prior_variance if (cfg.model == "rpp" and kind == "fc") else cfg.prior_variance
-            total = total + path.weight.pow(2).sum() / (2 * variance * n_train)
-    return total
+    def variance(kind: str) -> float:
+        return cfg.basic_prior_variance if (cfg.model == "rpp" and kind == "fc") else cfg.prior_variance
+
+    return sum(path.weight.pow(2).sum() / (2 * variance(kind) * n_train)
+               for layer in model.layers for kind, path in layer.paths.items())
 
 
 @torch.no_grad()

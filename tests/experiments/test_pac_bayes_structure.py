@@ -210,6 +210,10 @@ def test_figure_a7_asks_for_a_peak_inside_the_widths_on_every_curve():
                _width_row(32, [0.7], [0.35])]  # the bound only falls; the test error climbs at the end only
     assert figure_a7_claims(falling) == {"bound_climbs_and_comes_down_again_with_width": False,
                                          "test_error_climbs_and_comes_down_again_with_width": False}
+    bound_only = [_width_row(4, [0.8, 0.82], [0.5, 0.5]), _width_row(8, [0.9, 0.88], [0.4, 0.42]),
+                  _width_row(16, [0.7, 0.72], [0.2, 0.2])]  # each curve read from its own metric
+    assert figure_a7_claims(bound_only) == {"bound_climbs_and_comes_down_again_with_width": True,
+                                            "test_error_climbs_and_comes_down_again_with_width": False}
     # a peak within the seeds' spread is no peak: 0.80 +- 0.05 above 0.78 +- 0.01
     noisy = [_width_row(4, [0.78, 0.76, 0.80], [0.3]), _width_row(8, [0.75, 0.85, 0.80], [0.4]),
              _width_row(16, [0.77, 0.75, 0.79], [0.2])]

@@ -3,6 +3,8 @@ channels. Measured (seed 0): mean rollout error over 10/30/100 steps MLP 27.8%, 
 constant prediction's 43.0%; about 2 s per model. RPP below MLP at model seeds 1 and 2 too (25.1 / 25.3, 25.2 /
 27.2), by a smaller margin at seed 1."""
 
+import dataclasses
+
 import pytest
 
 pytest.importorskip("gymnasium")
@@ -56,3 +58,61 @@ def test_the_paper_values_and_the_config_checks():
         exp.check_config(exp.make_config(quick=True, env="CartPole"))
     with pytest.raises(ValueError, match="test_episode_steps"):
         exp.check_config(exp.make_config(quick=True, test_episode_steps=50))
+
+
+def _replay_arrays(p, episodes: int, steps: int, seed: int):
+    """Buffer arrays (one environment, oldest first) of random-policy episodes of Hopper, whose features are its raw
+    observations and whose actions lie in [-1, 1] already (SAC's scaled units)."""
+    import numpy as np
+
+    from symkit.rl.transitions import collect_rollouts
+
+    roll = collect_rollouts(p, episodes, steps, seed=seed)
+    dones = np.zeros(episodes * steps)
+    dones[steps - 1::steps] = 1
+    return {"observations": roll.states[:, :-1].reshape(-1, p.state_size).numpy(),
+            "next_observations": roll.states[:, 1:].reshape(-1, p.state_size).numpy(),
+            "actions": roll.actions.reshape(-1, p.action_size).numpy(), "dones": dones}
+
+
+def test_an_agents_replay_buffer_feeds_the_models_and_every_tenth_episode_is_the_test_set(monkeypatch):
+    from symkit.lab.experiments import rl_sac
+    from symkit.rl import preset
+    from symkit.rl.transitions import held_out_episodes, sample_windows, steps_from_replay
+
+    p = preset("Hopper")
+    arrays = _replay_arrays(p, 20, 150, seed=3)
+    asked = []
+
+    def replay(agent):
+        asked.append(agent)
+        return arrays, {"final_return": 12.5}
+
+    monkeypatch.setattr(rl_sac, "agent_replay", replay)
+    exp = get_experiment("rl-transition")
+    out = exp.run(exp.make_config(quick=True, model="rpp", sac_steps=5000))
+    assert asked == [rl_sac.SACConfig(env="Hopper", model="relu-mlp", steps=5000, seed=0)]
+    assert (out["data_steps"], out["data_episodes"], out["agent_final_return"]) == (3000, 20, 12.5)
+    _, test = held_out_episodes(steps_from_replay(p, arrays))
+    states = sample_windows(test, 12, 100, seed=1).states
+    assert sorted(test.episode.unique().tolist()) == [9, 19]
+    errors = []
+    for h in (10, 30, 100):
+        x0, xt = states[:, :1], states[:, 1:h + 1]
+        errors.append(100 * float(((xt - x0).norm(dim=-1) / (xt.norm(dim=-1) + x0.norm(dim=-1))).log().mean().exp()))
+    assert out["constant_error"] == pytest.approx(sum(errors) / 3, rel=1e-6)  # the held-out windows, not others
+    assert out["rollout_error"] < 0.75 * out["constant_error"], out  # measured 0.57
+
+
+def test_the_data_kind_is_a_setting_of_its_own_that_leaves_the_random_policy_runs_as_they_were():
+    exp = get_experiment("rl-transition")
+    random_run = dataclasses.asdict(exp.make_config(env="Ant", model="mlp"))
+    assert "sac_steps" not in exp.identity(random_run)  # stored runs (without the field) keep their identity
+    assert exp.identity({**random_run, "sac_steps": 100_000})["sac_steps"] == 100_000
+    with pytest.raises(ValueError, match="sac_steps must be 0"):
+        exp.check_config(exp.make_config(quick=True, sac_steps=500))
+    rows = [{"config": {"env": "Ant", "model": "mlp", "sac_steps": s}, "mean": {"rollout_error_10": e}}
+            for s, e in ((100_000, 1.5), (0, 2.5))]
+    table = exp.summarize(rows).splitlines()
+    assert table[2].startswith("| Ant | random actions | mlp | 2.5 ")
+    assert table[3].startswith("| Ant | SAC agent, 100,000 steps | mlp | 1.5 ")

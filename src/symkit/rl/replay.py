@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["REPLAY_FILE", "LEGACY_REPLAY_FILE", "replay_file", "save_replay", "load_replay"]
+__all__ = ["REPLAY_FILE", "LEGACY_REPLAY_FILE", "replay_file", "save_replay", "load_replay", "buffer_steps",
+           "replay_steps"]
 
 REPLAY_FILE = "replay.npz"
 LEGACY_REPLAY_FILE = "replay.pkl"  # stable-baselines3's pickle of the whole buffer, as symkit wrote it before
@@ -81,3 +82,46 @@ def load_replay(buffer: Any, path: str | os.PathLike[str]) -> None:
                                  "run's spaces")
             target[:n] = rows
         buffer.pos, buffer.full = int(pos), bool(full)
+
+
+def _in_time_order(arrays: dict[str, np.ndarray], pos: int, full: bool) -> dict[str, np.ndarray]:
+    """The rows of a ring buffer from the oldest to the newest (a buffer that has wrapped starts at ``pos``), with
+    the environment axis of a single-environment buffer dropped."""
+    out = {}
+    for name, rows in arrays.items():
+        if rows.ndim < 2 or rows.shape[1] != 1:
+            raise ValueError(f"replay buffer: {name} has shape {rows.shape}; symkit reads buffers of one environment "
+                             "(rows, 1, ...)")
+        out[name] = (np.roll(rows, -pos, axis=0) if full else rows)[:, 0]
+    return out
+
+
+def buffer_steps(buffer: Any) -> dict[str, np.ndarray]:
+    """The transitions a stable-baselines3 ``ReplayBuffer`` of one environment holds, oldest first: ``observations``,
+    ``next_observations``, ``actions`` (as the buffer stores them: scaled to [-1, 1] by SAC), ``dones``, each one row
+    per step without the environment axis."""
+    if getattr(buffer, "next_observations", None) is None:
+        raise ValueError("replay buffer: no next_observations (optimize_memory_usage); symkit needs them to end "
+                         "episodes where they ended")
+    n = buffer.size()
+    arrays = {name: getattr(buffer, name)[:n] for name in ("observations", "next_observations", "actions", "dones")}
+    return _in_time_order(arrays, int(buffer.pos), bool(buffer.full))
+
+
+def replay_steps(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """:func:`buffer_steps` of a file of :func:`save_replay` (arrays only: a file holding pickled objects is
+    refused, unread)."""
+    path = Path(path)
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a replay buffer of arrays ({exc})") from None
+    with npz as data:
+        missing = [name for name in ("observations", "next_observations", "actions", "dones", "pos", "full")
+                   if name not in data.files]
+        if missing:
+            raise ValueError(f"{path}: not a replay buffer of symkit's format (no {', '.join(missing)})")
+        arrays = {name: _array(data, name, path) for name in ("observations", "next_observations", "actions",
+                                                               "dones")}
+        pos, full = int(_array(data, "pos", path)), bool(_array(data, "full", path))
+    return _in_time_order(arrays, pos, full)

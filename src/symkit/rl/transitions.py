@@ -50,7 +50,8 @@ from symkit.train.trainer import TrainResult
 __all__ = ["MODELS", "Rollouts", "TransitionModel", "collect_rollouts", "sample_chunks", "hidden_rep",
            "rl_code_hidden_rep",
            "build_transition_net", "scale_last_layer", "model_rollout", "train_transition_model",
-           "evaluate_transition_model", "group_elements", "cached_rollouts"]
+           "evaluate_transition_model", "group_elements", "cached_rollouts", "Steps", "steps_from_replay",
+           "held_out_episodes", "sample_windows"]
 
 MODELS = ("mlp", "emlp", "rpp")
 HORIZONS = (10, 30, 100)
@@ -112,6 +113,67 @@ def sample_chunks(data: Rollouts, n: int, horizon: int, seed: int = 0) -> Rollou
     states = data.states[ep[:, None], idx]
     actions = data.actions[ep[:, None], idx[:, :-1]]
     return Rollouts(states, actions)
+
+
+@dataclass
+class Steps:
+    """Single steps of a policy in time order, as a replay buffer holds them, in the preset's feature layout:
+    ``states`` and ``next_states`` (N, state size), ``actions`` (N, action size), float64, and ``episode`` (N,), one
+    id per episode (an episode's steps are consecutive and share it)."""
+
+    states: torch.Tensor
+    next_states: torch.Tensor
+    actions: torch.Tensor
+    episode: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.states.shape[0])
+
+    def select(self, keep: torch.Tensor) -> Steps:
+        """The steps where ``keep`` (a boolean mask) holds, in order."""
+        return Steps(self.states[keep], self.next_states[keep], self.actions[keep], self.episode[keep])
+
+
+def steps_from_replay(preset: LocomotionPreset, arrays: dict[str, np.ndarray]) -> Steps:
+    """The steps of a replay buffer (:func:`symkit.rl.replay.buffer_steps`: raw observations, actions scaled to
+    [-1, 1] as SAC stores them) in the preset's feature layout, actions in the environment's units. An episode ends
+    where the buffer marks it done and wherever a step's next observation is not the following step's observation
+    (a run resumed from a checkpoint starts a new episode without marking the old one done)."""
+    obs, nxt = np.asarray(arrays["observations"]), np.asarray(arrays["next_observations"])
+    scaled, dones = np.asarray(arrays["actions"], dtype=float), np.asarray(arrays["dones"]).reshape(-1)
+    if not len(obs) == len(nxt) == len(scaled) == len(dones):
+        raise ValueError(f"steps_from_replay: the arrays have {len(obs)}, {len(nxt)}, {len(scaled)} and {len(dones)} "
+                         "rows; a replay buffer has one per step in each")
+    env = preset.make_env()
+    low, high = env.action_space.low.astype(float), env.action_space.high.astype(float)
+    env.close()
+    ends = dones.astype(bool)
+    ends[:-1] |= (nxt[:-1] != obs[1:]).any(axis=1)
+    episode = np.concatenate([[0], np.cumsum(ends[:-1])]) if len(ends) else np.zeros(0, np.int64)
+    return Steps(torch.as_tensor(preset.features(obs)), torch.as_tensor(preset.features(nxt)),
+                 torch.as_tensor(preset.action_features(low + 0.5 * (scaled + 1) * (high - low))),
+                 torch.as_tensor(episode, dtype=torch.long))
+
+
+def held_out_episodes(steps: Steps, every: int = 10) -> tuple[Steps, Steps]:
+    """``steps`` split by episode: every ``every``-th episode (ids ``every - 1``, ``2 every - 1``, ...) held out,
+    so that both parts span the whole of the agent's training."""
+    test = steps.episode % every == every - 1
+    return steps.select(~test), steps.select(test)
+
+
+def sample_windows(steps: Steps, n: int, horizon: int, seed: int = 0) -> Rollouts:
+    """``n`` windows of ``horizon`` consecutive steps of one episode each, drawn uniformly (with replacement) from
+    every such window in ``steps`` (as :func:`sample_chunks` draws them from equal-length episodes)."""
+    starts = torch.arange(max(len(steps) - horizon + 1, 0))
+    starts = starts[steps.episode[starts] == steps.episode[starts + horizon - 1]] if len(starts) else starts
+    if not len(starts):
+        raise ValueError(f"sample_windows: no episode has {horizon} steps ({len(steps)} steps in "
+                         f"{int(steps.episode.unique().numel())} episodes)")
+    g = torch.Generator().manual_seed(seed)
+    idx = starts[torch.randint(len(starts), (n,), generator=g)][:, None] + torch.arange(horizon)
+    states = torch.cat([steps.states[idx], steps.next_states[idx[:, -1:]]], dim=1)
+    return Rollouts(states, steps.actions[idx])
 
 
 def hidden_rep(group: Group, ch: int) -> Rep:

@@ -71,7 +71,7 @@ from symkit.rl.settings import (
 from symkit.stats import difference, standard_error
 
 __all__ = ["SACConfig", "run", "checkpoint_dir", "shorter_run", "in_progress", "unfinished", "comparisons",
-           "comparison_figure", "figures", "FULL_STEPS"]
+           "comparison_figure", "figures", "FULL_STEPS", "agent_replay"]
 
 #: the thesis's run length; a finished run this long or longer drops its replay buffer (a run shorter keeps it, so
 #: a longer budget can continue it: 200 MB for Hopper's 10^6 transitions, stored whole however many are filled)
@@ -212,6 +212,29 @@ def _start_from(source: Path, folder: Path) -> None:
 def run(config: SACConfig) -> dict[str, Any]:
     """Train SAC on one environment and report its learning curve (module docstring). The run holds its checkpoint
     folder while it trains (:func:`symkit._locks.exclusive`): a second process given the same run is refused."""
+    return _train(config, keep_replay=config.steps < FULL_STEPS)[0]
+
+
+def agent_replay(config: SACConfig) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The replay buffer of the run ``config`` (trained here, resumed, or read from its finished checkpoint) as
+    :func:`symkit.rl.replay.buffer_steps` gives it, and the run's metrics; the run keeps its buffer whatever its
+    length. A finished run of the full length that dropped its buffer (``rl-sac`` runs of ``FULL_STEPS``) raises
+    ``ValueError`` naming its folder."""
+    from symkit.rl.replay import buffer_steps, replay_steps
+
+    metrics, model = _train(config, keep_replay=True)
+    folder = checkpoint_dir(config)
+    if runtime.current().smoke:  # no checkpoint: the buffer in memory
+        return buffer_steps(model.replay_buffer), metrics
+    path = replay_file(folder)
+    if path is None or path.suffix != ".npz":
+        raise ValueError(f"agent_replay: the finished run in {folder} kept no replay buffer (replay.npz); delete "
+                         "the folder to train it again with its buffer kept")
+    return replay_steps(path), metrics
+
+
+def _train(config: SACConfig, keep_replay: bool) -> tuple[dict[str, Any], Any]:
+    """:func:`run`, keeping the replay buffer of a finished run if ``keep_replay``; also the trained model."""
     from symkit.rl.sac import area_under_curve, train_sac
 
     _validate(config)
@@ -240,7 +263,7 @@ def run(config: SACConfig) -> dict[str, Any]:
             target_entropy_scale=config.target_entropy_scale, std_param=config.std_param,
             joint_signs=config.joint_signs, torso=config.torso, rpp_beta1=config.rpp_beta1,
             rpp_basic_init=config.rpp_basic_init,
-            keep_replay=config.steps < FULL_STEPS, device=runtime.device(), compile=runtime.current().compile)
+            keep_replay=keep_replay, device=runtime.device(), compile=runtime.current().compile)
     updates = steps - learning_starts
     return {
         "final_return": result.returns[-1], "best_return": max(result.returns),
@@ -253,7 +276,7 @@ def run(config: SACConfig) -> dict[str, Any]:
         "tau": result.model.tau,
         # compiled networks compute the same functions with other float rounding: counted apart, as other versions
         "libraries": simulator_versions() + (", networks compiled (torch.compile)" if result.compiled else ""),
-    }
+    }, result.model
 
 
 def _curve_means(metrics: Mapping[str, Any]) -> tuple[float, float, float, float]:

@@ -8,9 +8,14 @@ rollout error (:mod:`symkit.rl.transitions`), and reports Table 3.3's metrics in
 prediction's (``constant_error_*``, the floor a learned model must beat) and ``equivariance_error``.
 
 The full size is the thesis's: 5000 chunks of 10 steps (50,000 transitions), 50 held-out windows of 100 steps, 2
-hidden layers of 256, 500 epochs, 3 seeds. The data differ: a uniformly random policy here, an SAC agent's replay
-buffer in the thesis (``data_seed`` fixes the data set, ``seed`` the model). The quick size trains on 400 chunks of
-Hopper for 15 epochs at 64 channels (a few seconds per model). Measured figures: docs/rl.md.
+hidden layers of 256, 500 epochs, 3 seeds. The data come in two kinds (``sac_steps``): 0, a uniformly random policy
+(``episodes`` episodes without early termination); N, the replay buffer of a standard SAC agent trained N steps,
+as in the thesis (10^6 steps there): rl-sac's ``relu-mlp`` run of seed ``data_seed`` at its defaults, trained first
+when no finished run is found in rl-sac's checkpoint folder (about 30-60 CPU-minutes for 100,000 steps), the chunks
+drawn from its episodes, the test windows from every tenth episode, held out (:data:`HELD_OUT`; decided: the thesis
+does not say where its 50 test trajectories come from). The default sweep runs both, with a 100,000-step agent.
+``data_seed`` fixes the data set, ``seed`` the model. The quick size trains on 400 chunks of Hopper for 15 epochs at
+64 channels (a few seconds per model). Measured figures: docs/rl.md.
 """
 
 from __future__ import annotations
@@ -24,17 +29,21 @@ from typing import Any
 import torch
 
 from symkit.lab import runtime
-from symkit.lab.experiments.fields import Count, Positive, Seed
+from symkit.lab.experiments.fields import Count, CountOrZero, Positive, Seed
 from symkit.lab.experiments.registry import Experiment, PaperValue, Plot, register
 from symkit.nn import equivariant_fraction
 from symkit.nn.rpp import RPPEMLP
 from symkit.rl.presets import preset
 from symkit.rl.transitions import (
+    Rollouts,
     TransitionModel,
     build_transition_net,
     cached_rollouts,
     evaluate_transition_model,
+    held_out_episodes,
     sample_chunks,
+    sample_windows,
+    steps_from_replay,
     train_transition_model,
 )
 
@@ -64,12 +73,23 @@ class TransitionConfig:
     lr: Positive = 1e-3
     sigma_equivariant: Positive = 1e3  # prior variance 1e6 on the equivariant weights (A.2.3.4)
     sigma_basic: Positive = 1.7320508075688772  # prior variance 3 on the flexible weights
-    data_seed: Seed = 0  # the data set (the thesis's is static; seeds vary the model)
+    data_seed: Seed = 0  # the data set (the thesis's is static; seeds vary the model); with sac_steps, the agent's seed
+    sac_steps: CountOrZero = 0  # 0: uniformly random actions; N: the replay buffer of a standard SAC agent (rl-sac's
+    # relu-mlp, its defaults) trained N steps (the thesis's: 10^6)
     seed: Seed = 0
+
+
+#: the agent's training steps in the default sweep's replay-buffer runs
+AGENT_STEPS = 100_000
+#: Held-out episodes of an agent's replay buffer: every HELD_OUT-th (the test windows come from them)
+HELD_OUT = 10
 
 
 def _validate(config: TransitionConfig) -> None:
     preset(config.env)
+    if 0 < config.sac_steps < 1000:
+        raise ValueError(f"sac_steps must be 0 (random actions) or at least 1000 (an agent's replay buffer), got "
+                         f"{config.sac_steps}")
     if config.model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, got {config.model!r}")
     if config.horizon > config.episode_steps:
@@ -83,13 +103,19 @@ def run(config: TransitionConfig) -> dict[str, Any]:
     """Collect (or reuse) the random-policy data, train one transition model and report Table 3.3's metrics."""
     _validate(config)
     p = preset(config.env)
-    train = cached_rollouts(p.name, config.episodes, config.episode_steps, 2 * config.data_seed)
-    test_episodes = cached_rollouts(p.name, config.test_episodes, config.test_episode_steps, 2 * config.data_seed + 1)
-    chunks = sample_chunks(train, config.chunks, config.horizon, seed=config.data_seed)
-    test = sample_chunks(test_episodes, config.n_test, 100, seed=config.data_seed + 1)
+    if config.sac_steps:
+        chunks, test, data_metrics = _agent_data(config)
+        stats: Rollouts = chunks
+    else:
+        stats = cached_rollouts(p.name, config.episodes, config.episode_steps, 2 * config.data_seed)
+        test_episodes = cached_rollouts(p.name, config.test_episodes, config.test_episode_steps,
+                                        2 * config.data_seed + 1)
+        chunks = sample_chunks(stats, config.chunks, config.horizon, seed=config.data_seed)
+        test = sample_chunks(test_episodes, config.n_test, 100, seed=config.data_seed + 1)
+        data_metrics = {}
     torch.manual_seed(config.seed)
     model = TransitionModel(build_transition_net(config.model, p, ch=config.ch, num_layers=config.num_layers),
-                            p, train)
+                            p, stats)
     start = time.perf_counter()
     result = train_transition_model(model, chunks, epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
                                     sigma_equivariant=config.sigma_equivariant, sigma_basic=config.sigma_basic,
@@ -97,10 +123,31 @@ def run(config: TransitionConfig) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     metrics = evaluate_transition_model(model, test, seed=config.seed)
     metrics.update(train_loss=result.losses[-1], first_loss=result.losses[0], train_seconds=seconds,
-                   parameters=sum(q.numel() for q in model.parameters()))
+                   parameters=sum(q.numel() for q in model.parameters()), **data_metrics)
     if isinstance(model.net, RPPEMLP):
         metrics["equivariant_fraction"] = equivariant_fraction(model.net)
     return metrics
+
+
+def _agent_data(config: TransitionConfig) -> tuple[Rollouts, Rollouts, dict[str, Any]]:
+    """Training chunks and test windows from the replay buffer of the rl-sac run (relu-mlp, ``sac_steps`` steps,
+    seed ``data_seed``), trained first if no process has (its checkpoint folder is rl-sac's, so a ``symkit
+    reproduce rl-sac`` run of the same settings serves both): every :data:`HELD_OUT`-th episode held out for the
+    test windows of 100 steps, the chunks drawn from the other episodes; and the agent's figures."""
+    from symkit.lab.experiments import rl_sac
+
+    agent = rl_sac.SACConfig(env=config.env, model="relu-mlp", steps=config.sac_steps, seed=config.data_seed)
+    arrays, agent_metrics = rl_sac.agent_replay(agent)
+    steps = steps_from_replay(preset(config.env), arrays)
+    train, held_out = held_out_episodes(steps, HELD_OUT)
+    chunks = sample_windows(train, config.chunks, config.horizon, seed=config.data_seed)
+    try:
+        test = sample_windows(held_out, config.n_test, 100, seed=config.data_seed + 1)
+    except ValueError as exc:
+        raise ValueError(f"rl-transition: the {config.sac_steps}-step agent's held-out episodes have no 100-step "
+                         f"window ({exc}); train the agent longer (sac_steps)") from None
+    return chunks, test, {"agent_final_return": agent_metrics["final_return"], "data_steps": len(steps),
+                          "data_episodes": int(steps.episode.unique().numel())}
 
 
 # Table 3.3: rollout relative error (%) at 10 / 30 / 100 steps and the equivariance error (%), mean +- std of 3
@@ -121,27 +168,36 @@ PAPER = [
 ]
 
 
+def _data(config: Mapping[str, Any]) -> str:
+    steps = int(config.get("sac_steps", 0))
+    return f"SAC agent, {steps:,} steps" if steps else "random actions"
+
+
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Table 3.3 from the seed means: rollout errors (%) at 10, 30 and 100 steps and the equivariance error."""
-    lines = ["| env | model | 10 steps | 30 steps | 100 steps | equiv err | constant (10/30/100) |",
-             "|---|---|---|---|---|---|---|"]
+    """Table 3.3 from the seed means: rollout errors (%) at 10, 30 and 100 steps and the equivariance error, per
+    environment, data and model."""
+    lines = ["| env | data | model | 10 steps | 30 steps | 100 steps | equiv err | constant (10/30/100) |",
+             "|---|---|---|---|---|---|---|---|"]
     order = {m: i for i, m in enumerate(MODELS)}
-    for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), order.get(r["config"].get("model"), 9))):
+    for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), int(r["config"].get("sac_steps", 0)),
+                                         order.get(r["config"].get("model"), 9))):
         m = r["mean"]
         const = "/".join(f"{m.get(f'constant_error_{h}', float('nan')):.3g}" for h in (10, 30, 100))
         lines.append(
-            f"| {r['config'].get('env')} | {r['config'].get('model')} | {m.get('rollout_error_10', float('nan')):.3g}"
+            f"| {r['config'].get('env')} | {_data(r['config'])} | {r['config'].get('model')} "
+            f"| {m.get('rollout_error_10', float('nan')):.3g}"
             f" | {m.get('rollout_error_30', float('nan')):.3g} | {m.get('rollout_error_100', float('nan')):.3g}"
             f" | {m.get('equivariance_error', float('nan')):.3g} | {const} |")
     return "\n".join(lines)
 
-
 EXPERIMENT = register(
     Experiment(
         name="rl-transition",
-        stand_in="a uniformly random policy's transitions, not an SAC agent's replay buffer",
+        stand_in="a uniformly random policy's transitions (sac_steps=0) or a 100,000-step SAC agent's replay buffer, "
+                 "not a 10^6-step agent's",
         description="MuJoCo transition models (MLP, EMLP, RPP-EMLP) trained on 10-step rollouts of random-policy "
-                    "data: rollout relative error at 10/30/100 steps and equivariance error",
+                    "data or an SAC agent's replay buffer: rollout relative error at 10/30/100 steps and equivariance "
+                    "error",
         reproduces="thesis Sec. 3.6.2, Table 3.3: the RPP rolls out Swimmer and Hopper best (Hopper 100 steps: 7.0% "
                    "against the MLP's 9.8%); on Ant it is worse than the MLP",
         config=TransitionConfig,
@@ -149,10 +205,11 @@ EXPERIMENT = register(
         validate=_validate,
         quick={"env": "Hopper", "episodes": 8, "episode_steps": 200, "chunks": 400, "test_episodes": 6,
                "test_episode_steps": 150, "n_test": 12, "ch": 64, "epochs": 15, "batch_size": 100, "lr": 3e-3},
-        sweep={"env": TABLE_ENVS, "model": MODELS, "seed": (0, 1, 2)},
+        sweep={"env": TABLE_ENVS, "model": MODELS, "sac_steps": (0, AGENT_STEPS), "seed": (0, 1, 2)},
         quick_sweep={"env": ("Hopper",), "model": ("mlp", "rpp"), "seed": (0,)},
         paper=PAPER,
         summarize=summarize,
+        legacy={"sac_steps": 0},
         plots=(Plot(x="env", y="rollout_error", hue="model", kind="bar", logy=True,
                     title="Mean rollout error over 10/30/100 steps, % (Table 3.3)"),
                Plot(x="env", y="equivariance_error", hue="model", kind="bar", logy=True,

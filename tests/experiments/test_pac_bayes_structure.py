@@ -180,8 +180,10 @@ def test_label_noise_redraws_that_share_of_the_training_labels_only():
     assert torch.equal(xn, x) and torch.equal(xnt, xt) and torch.equal(ynt, yt)  # images and test labels kept
     chosen = round(0.2 * len(y))
     changed = int((yn != y).sum())
-    # every redrawn label differs from the true one with probability 0.9: 259 of 288 expected, sd 5
-    assert 0.8 * chosen <= changed <= chosen
+    # every redrawn label differs from the true one with probability 0.9: 259 of 288 expected, sd 5, so about 29
+    # redraws land on the true class (at least 10 asked: 3.7 sd below); a redraw that always picks another class
+    # changes all 288
+    assert 0.8 * chosen <= changed <= chosen - 10
     assert torch.equal(noisy_labels(y, 0.2, 6000), yn) and not torch.equal(noisy_labels(y, 0.2, 6001), yn)
     assert torch.equal(noisy_labels(y, 0.0, 1), y) and yn.min() >= 0 and yn.max() <= 9
     with pytest.raises(ValueError, match="label_noise must be a share below 1"):

@@ -74,6 +74,18 @@ def test_the_network_runs_in_float64_and_on_meta():
     assert out.device.type == "meta" and out.shape == (2, 10)
 
 
+def test_the_cnn_is_exactly_invariant_to_circular_shifts_and_the_mlp_is_not():
+    """The convolution paths are circular and subsample by APS (module docstring): the CNN's ("conv") logits do not
+    move when the image is rolled (a zero-padded convolution would see the rolled-in border); the dense MLP's do."""
+    x = torch.randn(3, 3, 16, 16, dtype=torch.float64)
+    rolled = torch.roll(x, shifts=(5, -3), dims=(2, 3))
+    for model, invariant in (("conv", True), ("mlp", False)):
+        net = build_model(EXP.make_config(model=model, alpha=1)).double().eval()  # BatchNorm by its statistics
+        with torch.no_grad():
+            gap = float((net(x) - net(rolled)).abs().max() / net(x).abs().max())
+        assert (gap < 1e-10) == invariant, (model, gap)
+
+
 @pytest.fixture(scope="module")
 def quick_runs():
     return {m: EXP.run(EXP.make_config(quick=True, model=m)) for m in MODELS}

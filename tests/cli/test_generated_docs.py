@@ -18,6 +18,7 @@ from symkit.lab.experiments import unreproduced
 from symkit.lab.experiments.registry import Experiment, FigureClaims, PaperValue
 from symkit.lab.runner.docs_tables import find_blocks, parse_spec, refresh_docs, render_blocks, select_columns
 from symkit.lab.runner.reproductions import (
+    COMPARABLE,
     CONTRADICTS,
     MISSING,
     NEEDS,
@@ -400,3 +401,59 @@ def test_the_command_for_a_rows_missing_values_is_one_that_plans_them(tmp_path):
     # a run list that holds no cnn: no command plans the value, so none is printed
     listed = why(points=lambda quick: [{"model": "mlp"}, {"model": "emlp"}])
     assert listed.endswith("2 of the 3 paper values have no comparable run")
+
+
+class _Watched(dict):
+    """A row's metrics that note every name read or looked for and not found (``[]``, ``get``, ``in``)."""
+
+    def __init__(self, values, missed: set):
+        super().__init__(values)
+        self.missed = missed
+
+    def __getitem__(self, key):
+        if key not in self:
+            self.missed.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        if key not in self:
+            self.missed.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        found = super().__contains__(key)
+        if not found:
+            self.missed.add(key)
+        return found
+
+
+def _watched_rows(groups, missed: set) -> list[dict]:
+    rows = []
+    for g in groups:
+        row = g.as_row()
+        row["mean"], row["stderr"] = _Watched(row["mean"], missed), _Watched(row["stderr"], missed)
+        row["by_seed"] = {s: _Watched(m, missed) for s, m in row["by_seed"].items()}
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in builtin_experiments().items() if e.claims or e.figure_claims))
+def test_every_claim_reads_metrics_the_archived_runs_have(archived, name):
+    """The claims (orderings on docs/reproductions.md) checked on the archived runs read only metric names that
+    some archived run of the experiment reports: a claim that asks for a misspelt metric would otherwise read
+    nothing, and its check would fail or pass by default rather than by the runs."""
+    from symkit.lab.runner.report import aggregate
+
+    experiment = builtin_experiments()[name]
+    records = [r for r in archived.runs(name) if r.status == "ok"]
+    usable = [g for g in aggregate(experiment, records) if g.scale != "quick"]
+    reported = {k for g in usable for k in g.mean}
+    missed: set = set()
+    checked = 0
+    comparable = [g for g in usable if g.scale in COMPARABLE]
+    if experiment.claims is not None and comparable:
+        checked += len(experiment.claims(_watched_rows(comparable, missed)))
+    for figure in experiment.figure_claims:
+        checked += len(figure.claims(_watched_rows(usable, missed)))
+    assert checked, f"{name}: no claim was checked on the archived runs"
+    assert not missed - reported, f"{name}: claims read {sorted(missed - reported)}, which no archived run reports"

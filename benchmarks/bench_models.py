@@ -56,7 +56,7 @@ PINNED_ENV = {
     "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NPROC": "1",
 }
 GROUPS = {"O(3)": "O(3)", "SO(3)": "SO(3)", "O(1,3)": "O13()", "S(5)": "S(5)"}
-MODELS = ("emlp", "emlp-nobil", "rpp", "mlp")
+MODELS = ("emlp", "emlp-recompute", "emlp-nobil", "rpp", "mlp")
 
 
 def _cases(mode: str) -> list[tuple[str, int, int]]:
@@ -98,7 +98,8 @@ def _model_and_step(group: str, ch: int, batch: int, kind: str, dev):
     elif kind == "rpp":
         model = RPPEMLP(rep_in, rep_out, G, ch=ch, num_layers=3, device=dev)
     else:
-        model = EMLP(rep_in, rep_out, G, ch=ch, num_layers=3, bilinear=kind == "emlp", device=dev)
+        model = EMLP(rep_in, rep_out, G, ch=ch, num_layers=3, bilinear=kind != "emlp-nobil",
+                     recompute=kind == "emlp-recompute", device=dev)
     gen = torch.Generator().manual_seed(0)  # seeded data drawn on the CPU (the same on every device), then placed
     x = torch.randn(batch, rep_in.size, generator=gen).to(dev)
     y = torch.randn(batch, rep_out.size, generator=gen).to(dev)
@@ -489,7 +490,7 @@ def main() -> None:
           f"step allocates); rise MB: {bc.MemoryRise.what(device)} over the first step")
     print("allocator: " + ("freed memory kept for reuse (symkit.lab.allocator.keep_freed_memory)" if kept else
                            "glibc's defaults" if args.glibc_defaults else "the platform's (not glibc)"))
-    print(f"{'group':<8}{'ch':>5}{'batch':>6}  {'model':<11}{'fwd ms':>9}{'step ms':>10}{'step/MLP':>10}"
+    print(f"{'group':<8}{'ch':>5}{'batch':>6}  {'model':<15}{'fwd ms':>9}{'step ms':>10}{'step/MLP':>10}"
           f"{'MACs/MLP':>10}{'peak MB':>9}{'peak/MLP':>10}{'rise MB':>9}{'params':>9}")
     summary, steps_o3 = [], None
     for group, ch, batch in cases:
@@ -499,7 +500,7 @@ def main() -> None:
             steps_o3 = {k: results[k]["step_ms"] for k in bound_kinds}
         for kind in MODELS:
             r = results[kind]
-            print(f"{group:<8}{ch:>5}{batch:>6}  {kind:<11}{_fmt(r, 'fwd_ms'):>9}{_fmt(r, 'step_ms'):>10}"
+            print(f"{group:<8}{ch:>5}{batch:>6}  {kind:<15}{_fmt(r, 'fwd_ms'):>9}{_fmt(r, 'step_ms'):>10}"
                   f"{_ratio(r, results['mlp'], 'step_ms'):>10}{_ratio(r, results['mlp'], 'macs'):>10}"
                   f"{_fmt(r, 'peak_mb'):>9}"
                   f"{_ratio(r, results['mlp'], 'peak_mb'):>10}{_fmt(r, 'rise_mb'):>9}{_fmt(r, 'params', 'd'):>9}")
@@ -511,22 +512,26 @@ def main() -> None:
             print(f"{'':<19}  interleaved rounds: {rounds}")
         emlp = measure_emlp(group, ch, batch, args.emlp_timeout) if batch == 500 and ch <= 384 else "not run"
         speedup = _ratio(emlp, results["emlp"], "step_ms")
-        print(f"{group:<8}{ch:>5}{batch:>6}  {'emlp 1.0.3':<11}{'':>9}{_fmt(emlp, 'step_ms'):>10}"
+        print(f"{group:<8}{ch:>5}{batch:>6}  {'emlp 1.0.3':<15}{'':>9}{_fmt(emlp, 'step_ms'):>10}"
               f"{_ratio(emlp, results['mlp'], 'step_ms'):>10}   (symkit EMLP is {speedup} faster)")
         summary.append((group, ch, batch, _step_ratio(rounds, results, "emlp"),
                         _ratio(results["emlp"], results["mlp"], "macs"),
                         _step_ratio(rounds, results, "emlp-nobil"),
                         _ratio(results["emlp-nobil"], results["mlp"], "macs"),
-                        _ratio(results["emlp"], results["mlp"], "peak_mb"), speedup))
+                        _ratio(results["emlp"], results["mlp"], "peak_mb"),
+                        _step_ratio(rounds, results, "emlp-recompute"),
+                        _ratio(results["emlp-recompute"], results["mlp"], "peak_mb"), speedup))
     print()
     print("acceptance (issue: the EMLP step at most 1.25x the bound line under the per-layer table, <= 1.2x the MLP's "
-          "without bilinear layers, peak <= 2.5x, >= 20x faster than emlp);")
+          "without bilinear layers, peak <= 2.5x, >= 20x faster than emlp); 'recompute': EMLP(recompute=True), each "
+          "block run again in the backward pass instead of keeping its activations;")
     print("step ratios: the median of the interleaved rounds; 'floor' is the ratio of the multiply-adds per sample "
           "the matrix products do (what the step would cost if every product ran at a dense layer's speed):")
     print(f"{'group':<8}{'ch':>5}{'batch':>6}{'EMLP/MLP':>10}{'floor':>8}{'no-bil/MLP':>12}{'floor':>8}"
-          f"{'peak/MLP':>10}{'vs emlp':>10}")
+          f"{'peak/MLP':>10}{'recompute/MLP':>15}{'its peak':>10}{'vs emlp':>10}")
     for group, ch, batch, *ratios in summary:
-        print(f"{group:<8}{ch:>5}{batch:>6}" + "".join(f"{r:>{w}}" for r, w in zip(ratios, (10, 8, 12, 8, 10, 10))))
+        print(f"{group:<8}{ch:>5}{batch:>6}" + "".join(f"{r:>{w}}" for r, w in zip(ratios, (10, 8, 12, 8, 10, 15, 10,
+                                                                                            10))))
     print()
     print("\n".join(layer_table(args.device, steps_o3)))
     big = _in_subprocess("s8", args.device)

@@ -8,7 +8,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_int", "check_number", "require"]
+__all__ = ["check_bool", "check_int", "check_number", "require"]
+
+
+def check_bool(what: str, value: Any) -> bool:
+    """``value`` if it is a ``bool`` (numpy's too); a ``TypeError`` naming ``what`` otherwise (0, 1, "yes": a switch is
+    not guessed from them)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what}: expected True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 def check_int(what: str, value: Any, minimum: int = 0) -> int:

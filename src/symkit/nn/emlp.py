@@ -16,7 +16,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from symkit._checks import check_int
+from symkit._checks import check_bool, check_int
 from symkit.groups.base import Group
 from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import Resettable, factory, on
@@ -479,20 +479,27 @@ def layer_reps(
 class _BlockNetwork(Equivariant, nn.Module):
     """The skeleton EMLP and RPP-EMLP share: ``head(blocks(x))``, one block per pair of consecutive layer reps
     (:func:`layer_reps`), then a linear head to ``rep_out``. :meth:`_build` makes them from the subclass's block and
-    head constructors, in that order (the order the initial values are drawn in)."""
+    head constructors, in that order (the order the initial values are drawn in). With ``recompute`` each block
+    keeps only its input for the backward pass and runs again there (``torch.utils.checkpoint``, non-reentrant, so
+    double backward and ``torch.func`` go through it)."""
 
     def _build(self, rep_in: Rep, rep_out: Rep, group: Group, ch: int | Rep | Sequence[int | Rep], num_layers: int,
-               block: Any, head: Any, who: str) -> None:
+               block: Any, head: Any, who: str, recompute: bool = False) -> None:
         rep_in, rep_out = model_reps(rep_in, rep_out, group, who=who)
         reps = layer_reps(rep_in, rep_out, group, ch, num_layers)
         self.rep_in, self.rep_out, self.group = rep_in, rep_out, group
         self.in_features, self.out_features = rep_in.size, rep_out.size
+        self.recompute = check_bool(f"{who}: recompute", recompute)
         self.blocks = nn.Sequential(*[block(a, b) for a, b in zip(reps, reps[1:])])
         self.head = head(reps[-1], rep_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(lambda: f"{type(self).__name__} ({self.rep_in!r} -> {self.rep_out!r})", self, x,
                     self.in_features)
+        if self.recompute and torch.is_grad_enabled():
+            for block in self.blocks:
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+            return self.head(x)
         return self.head(self.blocks(x))
 
 
@@ -502,7 +509,9 @@ class EMLP(Resettable, _BlockNetwork):
     ``ch`` is the width of each hidden layer: an int (allocated by :func:`uniform_rep`), a Rep, or a list of
     either (one per hidden layer, which sets ``num_layers``). ``bilinear=False`` drops the bilinear layers
     (then parity groups cannot map odd-rank inputs to invariants, Theorem A.2); ``bilinear_scale`` multiplies
-    their outputs (:class:`BiLinear`'s ``scale``).
+    their outputs (:class:`BiLinear`'s ``scale``). ``recompute=True`` trades time for memory: each block keeps
+    only its input for the backward pass and runs again there (the same values and gradients;
+    ``benchmarks/bench_models.py`` prints what it saves and costs).
 
     >>> from symkit.groups import SO
     >>> from symkit.reps import V, Scalar
@@ -521,12 +530,13 @@ class EMLP(Resettable, _BlockNetwork):
         device: Any = None,
         dtype: torch.dtype | None = None,
         bilinear_scale: float = 0.1,
+        recompute: bool = False,
     ) -> None:
         super().__init__()
         f = {"device": device, "dtype": dtype}
         self._build(rep_in, rep_out, group, ch, num_layers,
                     block=lambda a, b: EMLPBlock(a, b, bilinear=bilinear, bilinear_scale=bilinear_scale, **f),
-                    head=lambda a, b: EquivariantLinear(a, b, **f), who="EMLP")
+                    head=lambda a, b: EquivariantLinear(a, b, **f), who="EMLP", recompute=recompute)
 
 
 #: the hidden-layer nonlinearities :class:`MLP` offers

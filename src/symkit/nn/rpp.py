@@ -149,7 +149,7 @@ class RPPEMLP(Resettable, _BlockNetwork):
     equivariant). Train it with ``loss = sum of negative log likelihoods + rpp_penalty(model, sigma_a, sigma_b)``.
     ``bilinear_scale`` multiplies the bilinear layers' outputs (:class:`BiLinear`'s ``scale``);
     ``basic_init_scale`` is the flexible paths' initial scale relative to the equivariant ones (:class:`RPPLinear`,
-    the gated nonlinearities' residual weights)."""
+    the gated nonlinearities' residual weights); ``recompute`` as in :class:`~symkit.nn.EMLP`."""
 
     def __init__(
         self,
@@ -163,6 +163,7 @@ class RPPEMLP(Resettable, _BlockNetwork):
         dtype: torch.dtype | None = None,
         bilinear_scale: float = 0.1,
         basic_init_scale: float = BASIC_INIT_SCALE,
+        recompute: bool = False,
     ) -> None:
         super().__init__()
         self.subgroup = subgroup
@@ -170,7 +171,7 @@ class RPPEMLP(Resettable, _BlockNetwork):
                     block=lambda a, b: _RPPBlock(a, b, subgroup, device, dtype, bilinear_scale, basic_init_scale),
                     head=lambda a, b: RPPLinear(a, b, subgroup, device=device, dtype=dtype,
                                                 basic_init_scale=basic_init_scale),
-                    who="RPPEMLP")
+                    who="RPPEMLP", recompute=recompute)
 
 
 class RPPConv2d(RelaxedLayer):

@@ -144,8 +144,10 @@ def _agent_data(config: TransitionConfig) -> tuple[Rollouts, Rollouts, dict[str,
     try:
         test = sample_windows(held_out, config.n_test, 100, seed=config.data_seed + 1)
     except ValueError as exc:
+        why = ("--smoke trains the agent a few dozen steps only" if runtime.current().smoke
+               else "train the agent longer (sac_steps)")
         raise ValueError(f"rl-transition: the {config.sac_steps}-step agent's held-out episodes have no 100-step "
-                         f"window ({exc}); train the agent longer (sac_steps)") from None
+                         f"window ({exc}); {why}") from None
     return chunks, test, {"agent_final_return": agent_metrics["final_return"], "data_steps": len(steps),
                           "data_episodes": int(steps.episode.unique().numel())}
 

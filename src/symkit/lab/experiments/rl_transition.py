@@ -59,9 +59,9 @@ class TransitionConfig:
     default scale, ``quick`` and ``paper`` change them."""
     env: str = "Swimmer"  # a preset name: Swimmer, Hopper, Ant (Table 3.3), HalfCheetah, Walker2d, Humanoid
     model: str = "rpp"  # "mlp", "emlp" or "rpp"
-    episodes: Count = 50  # training episodes of uniformly random actions
+    episodes: Count = 50  # training episodes of uniformly random actions (sac_steps=0 only, as the next three)
     episode_steps: Count = 1000
-    chunks: Count = 5000  # training windows drawn from them
+    chunks: Count = 5000  # training windows drawn from them (or from the agent's episodes)
     horizon: Count = 10  # steps per window: the rollout the loss is taken over
     test_episodes: Count = 50
     test_episode_steps: Count = 300  # test windows of 100 steps are drawn from these
@@ -100,7 +100,8 @@ def _validate(config: TransitionConfig) -> None:
 
 
 def run(config: TransitionConfig) -> dict[str, Any]:
-    """Collect (or reuse) the random-policy data, train one transition model and report Table 3.3's metrics."""
+    """Collect (or reuse) the data (random-policy episodes, or an agent's replay buffer with ``sac_steps``), train
+    one transition model and report Table 3.3's metrics."""
     _validate(config)
     p = preset(config.env)
     if config.sac_steps:

@@ -111,8 +111,8 @@ def test_the_data_kind_is_a_setting_of_its_own_that_leaves_the_random_policy_run
     assert exp.identity({**random_run, "sac_steps": 100_000})["sac_steps"] == 100_000
     with pytest.raises(ValueError, match="sac_steps must be 0"):
         exp.check_config(exp.make_config(quick=True, sac_steps=500))
-    rows = [{"config": {"env": "Ant", "model": "mlp", "sac_steps": s}, "mean": {"rollout_error_10": e}}
-            for s, e in ((100_000, 1.5), (0, 2.5))]
+    rows = [{"config": {"env": "Ant", "model": "mlp", "sac_steps": s}, "n": n, "mean": {"rollout_error_10": e}}
+            for s, n, e in ((100_000, 2, 1.5), (0, 3, 2.5))]
     table = exp.summarize(rows).splitlines()
-    assert table[2].startswith("| Ant | random actions | mlp | 2.5 ")
-    assert table[3].startswith("| Ant | SAC agent, 100,000 steps | mlp | 1.5 ")
+    assert table[2].startswith("| Ant | random actions | mlp | 3 | 2.5 ")
+    assert table[3].startswith("| Ant | SAC agent, 100,000 steps | mlp | 2 | 1.5 ")

@@ -178,16 +178,16 @@ def _data(config: Mapping[str, Any]) -> str:
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> str:
     """Table 3.3 from the seed means: rollout errors (%) at 10, 30 and 100 steps and the equivariance error, per
-    environment, data and model."""
-    lines = ["| env | data | model | 10 steps | 30 steps | 100 steps | equiv err | constant (10/30/100) |",
-             "|---|---|---|---|---|---|---|---|"]
+    environment, data and model, with the number of seeds."""
+    lines = ["| env | data | model | seeds | 10 steps | 30 steps | 100 steps | equiv err | constant (10/30/100) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     order = {m: i for i, m in enumerate(MODELS)}
     for r in sorted(rows, key=lambda r: (str(r["config"].get("env")), int(r["config"].get("sac_steps", 0)),
                                          order.get(r["config"].get("model"), 9))):
         m = r["mean"]
         const = "/".join(f"{m.get(f'constant_error_{h}', float('nan')):.3g}" for h in (10, 30, 100))
         lines.append(
-            f"| {r['config'].get('env')} | {_data(r['config'])} | {r['config'].get('model')} "
+            f"| {r['config'].get('env')} | {_data(r['config'])} | {r['config'].get('model')} | {r.get('n', '')} "
             f"| {m.get('rollout_error_10', float('nan')):.3g}"
             f" | {m.get('rollout_error_30', float('nan')):.3g} | {m.get('rollout_error_100', float('nan')):.3g}"
             f" | {m.get('equivariance_error', float('nan')):.3g} | {const} |")

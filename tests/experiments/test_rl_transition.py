@@ -116,3 +116,32 @@ def test_the_data_kind_is_a_setting_of_its_own_that_leaves_the_random_policy_run
     table = exp.summarize(rows).splitlines()
     assert table[2].startswith("| Ant | random actions | mlp | 3 | 2.5 ")
     assert table[3].startswith("| Ant | SAC agent, 100,000 steps | mlp | 2 | 1.5 ")
+
+
+ORDERINGS_ENVS = ("Swimmer", "Hopper", "Ant")
+
+
+def _ordering_row(env, model, errors, equiv, sac_steps=100_000):
+    return {"config": {"env": env, "model": model, "sac_steps": sac_steps, "chunks": 5000},
+            "mean": {"rollout_error_10": errors[0], "rollout_error_30": errors[1], "rollout_error_100": errors[2],
+                     "equivariance_error": equiv}}
+
+
+def test_table_33s_orderings_are_checked_on_the_replay_buffer_runs_only():
+    from symkit.lab.experiments.rl_transition import ordering_claims
+
+    thesis_like = [_ordering_row("Swimmer", "mlp", (2, 3, 4), 40), _ordering_row("Swimmer", "rpp", (1, 2, 3), 20),
+                   _ordering_row("Hopper", "mlp", (2, 3, 9), 90), _ordering_row("Hopper", "rpp", (1, 2, 7), 30),
+                   _ordering_row("Ant", "mlp", (4, 11, 16), 36), _ordering_row("Ant", "rpp", (5, 13, 20), 31),
+                   _ordering_row("Ant", "emlp", (1, 1, 1), 0)]  # the EMLP is no part of Table 3.3's orderings
+    assert ordering_claims(thesis_like) == {
+        "swimmer_rpp_below_mlp_at_every_horizon": True, "hopper_rpp_below_mlp_at_every_horizon": True,
+        "ant_rpp_above_mlp_at_every_horizon": True, "rpp_rollouts_more_symmetric_than_mlp_on_every_env": True}
+    # random-action runs that contradict every ordering are not the thesis's data: ignored
+    random = [_ordering_row(env, model, errors, equiv, sac_steps=0) for env in ORDERINGS_ENVS
+              for model, errors, equiv in (("mlp", (1, 1, 1), 1), ("rpp", (9, 9, 9), 99))]
+    assert all(ordering_claims(thesis_like + random).values())
+    # one horizon out of order fails its environment's check alone
+    mixed = [*thesis_like[:3], _ordering_row("Hopper", "rpp", (1, 4, 7), 30), *thesis_like[4:]]
+    assert [k for k, v in ordering_claims(mixed).items() if not v] == ["hopper_rpp_below_mlp_at_every_horizon"]
+    assert ordering_claims(thesis_like[:1]) == {}  # no pair, no check

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from symkit._checks import check_bool, check_int
 from symkit.groups.base import Group
@@ -498,7 +499,7 @@ class _BlockNetwork(Equivariant, nn.Module):
                     self.in_features)
         if self.recompute and torch.is_grad_enabled():
             for block in self.blocks:
-                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+                x = checkpoint(block, x, use_reentrant=False)
             return self.head(x)
         return self.head(self.blocks(x))
 

@@ -482,7 +482,7 @@ class _BlockNetwork(Equivariant, nn.Module):
     (:func:`layer_reps`), then a linear head to ``rep_out``. :meth:`_build` makes them from the subclass's block and
     head constructors, in that order (the order the initial values are drawn in). With ``recompute`` each block
     keeps only its input for the backward pass and runs again there (``torch.utils.checkpoint``, non-reentrant, so
-    double backward and ``torch.func`` go through it)."""
+    double backward goes through it)."""
 
     def _build(self, rep_in: Rep, rep_out: Rep, group: Group, ch: int | Rep | Sequence[int | Rep], num_layers: int,
                block: Any, head: Any, who: str, recompute: bool = False) -> None:

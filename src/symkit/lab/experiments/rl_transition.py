@@ -30,7 +30,14 @@ import torch
 
 from symkit.lab import runtime
 from symkit.lab.experiments.fields import Count, CountOrZero, Positive, Seed
-from symkit.lab.experiments.registry import Experiment, FigureClaims, PaperValue, Plot, register
+from symkit.lab.experiments.registry import (
+    Experiment,
+    FigureClaims,
+    PaperValue,
+    Plot,
+    holding_in_every,
+    register,
+)
 from symkit.lab.store import canonical_json
 from symkit.nn import equivariant_fraction
 from symkit.nn.rpp import RPPEMLP
@@ -187,20 +194,19 @@ def ordering_claims(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
         if int(c.get("sac_steps", 0)) and c.get("model") in ("mlp", "rpp"):
             rest = canonical_json({k: v for k, v in c.items() if k not in ("model", "seed")})
             by_setting.setdefault(rest, (c["env"], {}))[1][c["model"]] = r["mean"]
-    checks: dict[str, bool] = {}
-    for env, pair in by_setting.values():
-        if len(pair) < 2:
-            continue
-        mlp, rpp = pair["mlp"], pair["rpp"]
+
+    def setting_checks(env: str, mlp: Mapping[str, Any], rpp: Mapping[str, Any]) -> dict[str, bool]:
+        made = {"rpp_rollouts_more_symmetric_than_mlp_on_every_env":
+                rpp["equivariance_error"] < mlp["equivariance_error"]}
         side = ORDERINGS.get(env)
         if side is not None:
-            below = all(rpp[f"rollout_error_{h}"] < mlp[f"rollout_error_{h}"] for h in (10, 30, 100))
-            above = all(rpp[f"rollout_error_{h}"] > mlp[f"rollout_error_{h}"] for h in (10, 30, 100))
-            name = f"{env.lower()}_rpp_{side}_mlp_at_every_horizon"
-            checks[name] = checks.get(name, True) and (below if side == "below" else above)
-        name = "rpp_rollouts_more_symmetric_than_mlp_on_every_env"
-        checks[name] = checks.get(name, True) and rpp["equivariance_error"] < mlp["equivariance_error"]
-    return checks
+            sign = 1 if side == "above" else -1
+            made[f"{env.lower()}_rpp_{side}_mlp_at_every_horizon"] = all(
+                sign * (rpp[f"rollout_error_{h}"] - mlp[f"rollout_error_{h}"]) > 0 for h in (10, 30, 100))
+        return made
+
+    return holding_in_every(setting_checks(env, pair["mlp"], pair["rpp"])
+                            for env, pair in by_setting.values() if len(pair) == 2)
 
 
 TABLE_3_3_ORDERINGS = FigureClaims(

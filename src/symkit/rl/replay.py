@@ -48,6 +48,14 @@ def save_replay(buffer: Any, path: str | os.PathLike[str]) -> None:
                  **arrays)
 
 
+def _open(path: Path) -> Any:
+    """``np.load`` of a replay file, arrays only: a pickle (not an ``.npz``) raises ``ValueError`` naming the file."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except ValueError as exc:  # a pickle, not an .npz
+        raise ValueError(f"{path}: not a replay buffer of arrays ({exc})") from None
+
+
 def _array(data: Any, name: str, path: Path) -> np.ndarray:
     """``data[name]`` of an open ``.npz``; an object array (pickled objects, which ``allow_pickle=False`` refuses to
     load) raises ``ValueError`` naming the file and the array."""
@@ -63,11 +71,7 @@ def load_replay(buffer: Any, path: str | os.PathLike[str]) -> None:
     for another buffer size or other spaces raises ``ValueError`` naming what differs. Arrays only
     (``allow_pickle=False``): a file holding pickled objects is refused, unread."""
     path = Path(path)
-    try:
-        npz = np.load(path, allow_pickle=False)
-    except ValueError as exc:  # a pickle, not an .npz
-        raise ValueError(f"{path}: not a replay buffer of arrays ({exc})") from None
-    with npz as data:
+    with _open(path) as data:
         size, full, pos = (_array(data, name, path) for name in ("buffer_size", "full", "pos"))
         if int(size) != buffer.buffer_size:
             raise ValueError(f"{path} holds a replay buffer of {int(size)} rows; this run's has {buffer.buffer_size}")
@@ -112,11 +116,7 @@ def replay_steps(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """:func:`buffer_steps` of a file of :func:`save_replay` (arrays only: a file holding pickled objects is
     refused, unread)."""
     path = Path(path)
-    try:
-        npz = np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        raise ValueError(f"{path}: not a replay buffer of arrays ({exc})") from None
-    with npz as data:
+    with _open(path) as data:
         missing = [name for name in ("observations", "next_observations", "actions", "dones", "pos", "full")
                    if name not in data.files]
         if missing:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
-__all__ = ["Resettable", "factory", "on", "place"]
+__all__ = ["Resettable", "factory", "index_tensor", "on", "place"]
 
 
 def factory(device: Any = None, dtype: torch.dtype | None = None) -> dict[str, Any]:
@@ -22,6 +23,17 @@ def factory(device: Any = None, dtype: torch.dtype | None = None) -> dict[str, A
 def on(t: torch.Tensor, f: dict[str, Any]) -> torch.Tensor:
     """A floating tensor made on the CPU, moved to the factory's device and dtype."""
     return t.to(device=f["device"], dtype=f["dtype"])
+
+
+def index_tensor(values: Any, device: Any = None) -> torch.Tensor:
+    """Integer indices as a tensor for ``index_select`` / ``index_add`` / ``index_put``: int32 where every value
+    fits (half the memory of int64, which a model holds for its whole life), int64 otherwise; always a copy (the
+    values may be a cached plan's array)."""
+    t = values.detach() if isinstance(values, torch.Tensor) else torch.from_numpy(np.array(values))  # a copy
+    if t.is_floating_point() or t.is_complex():
+        raise TypeError(f"index_tensor: expected integer indices, got {t.dtype}")
+    small = t.numel() == 0 or (int(t.max()) < 2**31 - 1 and int(t.min()) >= -(2**31))
+    return t.to(device=device, dtype=torch.int32 if small else torch.long, copy=True)
 
 
 def place(module: torch.nn.Module, device: Any = None, dtype: torch.dtype | None = None) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from symkit.nn._factory import factory
+from symkit.nn._factory import factory, index_tensor
 from symkit.reps.core import Rep
 from symkit.reps.isotypic import IsotypicDecomposition, isotypic_decomposition
 from symkit.reps.solve import dense_array, memoised, object_index
@@ -213,7 +213,6 @@ class IrrepProduct(nn.Module):
                  dtype: torch.dtype | None = None) -> None:
         super().__init__()
         f = factory(device, dtype)
-        long = {"dtype": torch.long, "device": device}
         self.multiply_adds = plan.multiply_adds
         self.irreps = plan.irreps
         self._weight_sizes = [a * b for _, a, b in plan.irreps]
@@ -234,11 +233,11 @@ class IrrepProduct(nn.Module):
                 shapes.append((m, d))
                 self.register_buffer(f"{kind}_P_{len(shapes) - 1}", torch.tensor(P, **f), persistent=False)
             gather = np.concatenate(gathers) if gathers else np.zeros(0, np.int64)
-            self.register_buffer(f"{kind}_gather", torch.tensor(gather, **long), persistent=False)
+            self.register_buffer(f"{kind}_gather", index_tensor(gather, device), persistent=False)
             return row, gather, shapes
 
         in_row, _, self._in_turns = turns("in", plan.in_rotation, in_features)
-        self.register_buffer("in_order", torch.tensor(in_row[plan.in_order], **long), persistent=False)
+        self.register_buffer("in_order", index_tensor(in_row[plan.in_order], device), persistent=False)
         # output: the irrep-major rows Y; turned types are read from Y as (component, copy) and rotated back
         place = np.empty(out_features, dtype=np.int64)  # rep entry (in irreducible coordinates) -> row of Y
         place[plan.out_order] = np.arange(plan.out_order.shape[0])
@@ -246,11 +245,11 @@ class IrrepProduct(nn.Module):
         # rows of [Y; P-rotated objects]: a turned entry's row is its rotated row, shifted past Y
         final = np.where(out_row < out_features, place[np.minimum(out_row, out_features - 1)],
                          out_row - out_features + plan.out_order.shape[0])
-        self.register_buffer("out_turn_rows", torch.tensor(place[out_gather], **long),
+        self.register_buffer("out_turn_rows", index_tensor(place[out_gather], device),
                              persistent=False)
-        self.register_buffer("out_final", torch.tensor(final, **long), persistent=False)
-        self.register_buffer("weight_src", torch.tensor(plan.weight_src, **long), persistent=False)
-        self.register_buffer("weight_dst", torch.tensor(plan.weight_dst, **long), persistent=False)
+        self.register_buffer("out_final", index_tensor(final, device), persistent=False)
+        self.register_buffer("weight_src", index_tensor(plan.weight_src, device), persistent=False)
+        self.register_buffer("weight_dst", index_tensor(plan.weight_dst, device), persistent=False)
         self.register_buffer("weight_coef", torch.tensor(plan.weight_coef, **f), persistent=False)
 
     def _turned(self, rows: torch.Tensor, kind: str, transpose: bool) -> list[torch.Tensor]:

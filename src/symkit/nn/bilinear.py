@@ -39,7 +39,7 @@ from symkit._checks import check_number
 from symkit.nn import _bilinear_kernels as kernels
 from symkit.nn._bilinear_kernels import per_sample_matmul
 from symkit.nn._equivariance import Equivariant
-from symkit.nn._factory import factory, on
+from symkit.nn._factory import factory, index_tensor, on
 from symkit.nn._inputs import check_input, check_rep
 from symkit.nn._weight_cache import WeightCache
 from symkit.reps.core import Rep
@@ -162,10 +162,8 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
             nn.Parameter(on(torch.randn(m, k, dtype=f["dtype"]) / math.sqrt(k), f)) for m, k in shapes)
         starts = np.cumsum([0, *(m * k for m, k in shapes)])[:-1]  # of each parameter in their concatenation
 
-        def buffer(name: str, values: np.ndarray) -> str:  # an index: int32 (half the memory) where it fits
-            small = values.size == 0 or int(values.max()) < 2**31 - 1
-            self.register_buffer(name, torch.as_tensor(values.reshape(-1), dtype=torch.int32 if small else torch.long,
-                                                       device=device), persistent=False)
+        def buffer(name: str, values: np.ndarray) -> str:
+            self.register_buffer(name, index_tensor(values.reshape(-1), device), persistent=False)
             return name
 
         # the objects: per block (copies, entries), read as (entries, copies); then each group's source matrices
@@ -232,8 +230,7 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
             offset += stacked.size
         buffer("read_index", np.concatenate([order, *sources]))
         w_index = np.concatenate(index) if index else np.zeros(0, np.int64)
-        buffer("w_index", w_index)
-        buffer("w_inverse", np.argsort(w_index))
+        buffer("w_index", w_index)  # a permutation: the backward scatters through it (no inverse kept)
         self._param_sizes = [m * k for m, k in shapes]
         # the products with the weights that no order avoids: for P first, one per output type (the interactions'
         # P side by side), for Z first one per input type (their weights side by side)

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 from symkit.groups import SO, O
-from symkit.nn import EMLP, RPPEMLP
+from symkit.nn import EMLP, RPPEMLP, BiLinear
+from symkit.nn.emlp import gated, uniform_rep
 from symkit.reps import Scalar, T, V
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -68,9 +70,8 @@ def _step_peak(net, x, y) -> int:
 
 
 def test_a_recomputed_step_holds_less_tensor_memory():
-    """O(3) at 128 channels, batch 200, float32: the bilinear layers' kept products are dropped with the rest of
-    each block (they are saved through save_for_backward, so checkpointing sees them). Measured: 0.60x the plain
-    step's peak; kept as ctx attributes they would stay, 0.74x."""
+    """O(3) at 128 channels, batch 200, float32: each block keeps only its input. Measured: 0.74x the plain step's
+    peak (a flag that is ignored: 1x). That the bilinear layer's kept products go too is checked exactly below."""
     G = O(3)
     torch.manual_seed(0)
     x, y = torch.randn(200, 5 * 3 + 5), torch.randn(200, 9)
@@ -79,7 +80,25 @@ def test_a_recomputed_step_holds_less_tensor_memory():
         torch.manual_seed(0)
         net = EMLP(5 * Scalar + 5 * V(G), T(2, 0, G), G, ch=128, num_layers=3, recompute=recompute)
         peaks.append(_step_peak(net, x, y))
-    assert peaks[1] < 0.7 * peaks[0], peaks
+    assert peaks[1] < 0.8 * peaks[0], peaks
+
+
+def test_everything_a_bilinear_layer_keeps_for_its_backward_goes_through_saved_tensor_hooks():
+    """Checkpointing drops what a layer saves through save_for_backward (the hooks see it), not what it keeps as
+    ctx attributes: the bytes a forward pass leaves alive besides its output are exactly the bytes it packs."""
+    layer = BiLinear(gated(uniform_rep(128, O(3))))
+    x = torch.randn(200, layer.size, requires_grad=True)
+    packed = []
+
+    def pack(t):
+        packed.append(t)
+        return t
+
+    with bc.TensorMemory() as memory, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = layer(x)
+    fresh = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in packed
+             if t.untyped_storage().data_ptr() != x.untyped_storage().data_ptr() and not isinstance(t, nn.Parameter)}
+    assert fresh and sum(fresh.values()) == memory.live - y.untyped_storage().nbytes()
 
 
 def test_recompute_is_a_bool():

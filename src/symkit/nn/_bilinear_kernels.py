@@ -216,8 +216,7 @@ def fast_forward(layer: Any, x2: torch.Tensor, w: torch.Tensor, mm: Matmul,
                  keep: bool = False) -> tuple[torch.Tensor, tuple | None]:
     """The map of :func:`composite`, not differentiable: one product with the weights per unit, one per-sample
     product per group. With ``keep`` also what the backward reuses: per unit its ``Z`` (None for a P-first unit,
-    whose ``P`` the backward makes again from the input), per Z group its stacked ``Z`` (None where it is a view of
-    the unit's)."""
+    whose ``P`` the backward makes again from the input)."""
     n = x2.shape[0]
     xr = x2.index_select(1, layer.read_index)
     plan = layer._plan
@@ -234,23 +233,25 @@ def fast_forward(layer: Any, x2: torch.Tensor, w: torch.Tensor, mm: Matmul,
         else:  # b: the input block
             X = _rows(layer, xr, b)
             unit_ops.append(X @ W)  # Z (the rows X are gathered again in the backward)
-    stacked_z = []
     for kind, b, _, size, members in layer._groups:
         if kind != "z":
             continue
-        g = plan[members[0]][11]
-        parts = [_part_v(unit_ops[plan[t][8]], plan[t]) for t in members]
-        if len(parts) == 1:
-            Zs, kept = parts[0], None
-        else:
-            Zs = x2.new_empty(n, size, layer._blocks[b][0])
-            for t, part in zip(members, parts):
-                Zs[:, plan[t][12]:plan[t][13]].copy_(part)
-            kept = Zs
-        out = mm(_stacked_v(layer, xr, g), Zs)
+        out = mm(_stacked_v(layer, xr, plan[members[0]][11]), _stacked_z(layer, unit_ops, b, size, members))
         totals[b] = out if b not in totals else totals[b].add_(out)
-        stacked_z.append(kept)
-    return _unblock(layer, totals, x2), ((unit_ops, stacked_z) if keep else None)
+    return _unblock(layer, totals, x2), (unit_ops if keep else None)
+
+
+def _stacked_z(layer: Any, unit_ops: list, b: int, size: int, members: list[int]) -> torch.Tensor:
+    """A Z group's ``Z`` (n, (c, k) of all members, i): a view of its unit's ``Z`` for a group of one interaction,
+    else its members' parts copied side by side (made in the forward pass and again in the backward, not kept)."""
+    plan = layer._plan
+    parts = [_part_v(unit_ops[plan[t][8]], plan[t]) for t in members]
+    if len(parts) == 1:
+        return parts[0]
+    Zs = parts[0].new_empty(parts[0].shape[0], size, layer._blocks[b][0])
+    for t, part in zip(members, parts):
+        Zs[:, plan[t][12]:plan[t][13]].copy_(part)
+    return Zs
 
 
 # ---------------------------------------------------------------------------------------------- backward
@@ -261,21 +262,22 @@ class BiLinearFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, layer: Any, mm: Matmul, x2: torch.Tensor, *params: torch.Tensor) -> torch.Tensor:
         w = flat_weights(layer, params)
-        y, (unit_ops, stacked_z) = fast_forward(layer, x2, w, mm, keep=True)
+        y, unit_ops = fast_forward(layer, x2, w, mm, keep=True)
         # every kept tensor goes through save_for_backward (not a ctx attribute), so that saved-tensor hooks see it:
         # torch.utils.checkpoint then drops it and runs the forward again in the backward pass
         ctx.layer, ctx.mm, ctx.n_params = layer, mm, len(params)
-        ctx.units_kept, ctx.z_kept = [z is not None for z in unit_ops], [z is not None for z in stacked_z]
-        ctx.save_for_backward(x2, w, *params, *(z for z in (*unit_ops, *stacked_z) if z is not None))
+        ctx.units_kept = [z is not None for z in unit_ops]
+        # the gathered weights and the Z groups' stacked Z are made again in the backward pass (a third of a MB
+        # each a layer at O(3), 384 channels)
+        ctx.save_for_backward(x2, *params, *(z for z in unit_ops if z is not None))
         return y
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> tuple:
         layer, mm = ctx.layer, ctx.mm
-        x2, w, *rest = ctx.saved_tensors
+        x2, *rest = ctx.saved_tensors
         params, kept = rest[:ctx.n_params], iter(rest[ctx.n_params:])
         unit_ops = [next(kept) if k else None for k in ctx.units_kept]
-        stacked_z = [next(kept) if k else None for k in ctx.z_kept]
         need_x, need_p = ctx.needs_input_grad[2], ctx.needs_input_grad[3:]
         if torch.is_grad_enabled():  # double backward: the vector-Jacobian product of the composite form
             # torch.func.vjp differentiates the composite map in its own inputs alone (the layer's local derivative),
@@ -290,6 +292,7 @@ class BiLinearFunction(torch.autograd.Function):
             return (None, None, grads[0] if need_x else None,
                     *(g if need else None for g, need in zip(grads[1:], need_p)))
         need_w = any(need_p)
+        w = flat_weights(layer, params)
         xr = x2.index_select(1, layer.read_index)  # gathered again, not kept: a gather costs less than its memory
         plan = layer._plan
         n = x2.shape[0]
@@ -309,8 +312,7 @@ class BiLinearFunction(torch.autograd.Function):
         # Z groups: dZ (into each unit's), and the sources' gradient
         dZ_of = {u: unit_ops[u].new_empty(unit_ops[u].shape) for u, unit in enumerate(layer._units) if unit[0] == "z"}
         z_groups = [group for group in layer._groups if group[0] == "z"]
-        for z, (_, b, _, _, members) in enumerate(z_groups):
-            Zs, stacked_z[z] = stacked_z[z], None
+        for _, b, _, size, members in z_groups:
             g = plan[members[0]][11]
             m, d = layer._blocks[b]
             G = g_rows(b).view(n, d, m)
@@ -322,9 +324,10 @@ class BiLinearFunction(torch.autograd.Function):
                 dZs = mm(BtT, G)
                 for t in members:
                     _part_v(dZ_of[plan[t][8]], plan[t]).copy_(dZs[:, plan[t][12]:plan[t][13]])
-                ZsT = Zs.transpose(1, 2)
+                ZsT = _stacked_z(layer, unit_ops, b, size, members).transpose(1, 2)
             if need_x:
                 mm(G, ZsT, out=_stacked_v(layer, dxr, g))
+        dZs = ZsT = G = BtT = None  # the last group's stacked Z and dZ would live to the end (0.4 MB each)
         # the units: weight gradients (P made again from the input), the input rows' gradient (Z), dP (P)
         dP_of = {}
         P_of = _p_first(layer, xr, mm) if need_w else {}

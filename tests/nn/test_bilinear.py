@@ -213,3 +213,17 @@ def test_a_hamiltonian_rollout_through_bilinear_layers_has_the_composite_forms_g
     assert len(grads[0]) == len(grads[1]) > 0
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10 * float(b.abs().max()))
+
+
+@pytest.mark.parametrize("name", list(SAVED))
+def test_the_backward_makes_p_one_set_of_units_at_a_time_and_no_product_spans_two_sets(name):
+    layer = BiLinear(SAVED[name][0]())
+    p_units = [u for u, unit in enumerate(layer._units) if unit[0] == "p"]
+    sets = layer._p_sets
+    assert sorted(u for units in sets for u in units) == p_units
+    set_of = {u: i for i, units in enumerate(sets) for u in units}
+    for kind, _, _, _, members in layer._groups:
+        if kind == "p":
+            assert len({set_of[layer._plan[t][8]] for t in members}) == 1
+    if name == "O(3)":  # at 384 channels the vectors' large P is made alone
+        assert len(BiLinear(gated(uniform_rep(384, O(3))))._p_sets) == 2

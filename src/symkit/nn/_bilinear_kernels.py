@@ -32,7 +32,8 @@ from typing import Any
 import torch
 import torch.autograd.forward_ad as forward_ad
 
-__all__ = ["BiLinearFunction", "composite", "fast_forward", "flat_weights", "is_plain", "per_sample_matmul"]
+__all__ = ["BiLinearFunction", "composite", "fast_forward", "flat_weights", "is_plain", "p_unit_sets",
+           "per_sample_matmul"]
 
 Matmul = Callable[..., torch.Tensor]
 
@@ -191,14 +192,35 @@ def _matmul_into(mm: Matmul, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor
         mm(a, b, out=out)
 
 
-def _p_first(layer: Any, xr: torch.Tensor, mm: Matmul) -> dict[int, torch.Tensor]:
+def p_unit_sets(layer: Any) -> list[list[int]]:
+    """The P-first units in sets that no per-sample product spans (a group of several interactions fills the ``P``
+    of each of their units): the backward pass makes one set's ``P`` at a time."""
+    plan, parent = layer._plan, {u: u for u, unit in enumerate(layer._units) if unit[0] == "p"}
+
+    def root(u: int) -> int:
+        while parent[u] != u:
+            u = parent[u]
+        return u
+
+    for kind, _, _, _, members in layer._groups:
+        if kind == "p":
+            first = root(plan[members[0]][8])
+            for t in members[1:]:
+                parent[root(plan[t][8])] = first
+    sets: dict[int, list[int]] = {}
+    for u in parent:
+        sets.setdefault(root(u), []).append(u)
+    return list(sets.values())
+
+
+def _p_first(layer: Any, xr: torch.Tensor, mm: Matmul, units: Sequence[int] | None = None) -> dict[int, torch.Tensor]:
     """Each P-first unit's ``P`` (n d_O, rows), filled by its interactions' per-sample products (one per group) from
-    the gathered input ``xr``."""
+    the gathered input ``xr``; with ``units`` (one of :func:`p_unit_sets`) only theirs."""
     n, plan = xr.shape[0], layer._plan
     P_of = {u: xr.new_empty(n * layer._blocks[b][1], rows)
-            for u, (kind, b, _, rows, _, _) in enumerate(layer._units) if kind == "p"}
+            for u, (kind, b, _, rows, _, _) in enumerate(layer._units) if kind == "p" and (units is None or u in units)}
     for kind, b, _, _, members in layer._groups:
-        if kind != "p":
+        if kind != "p" or plan[members[0]][8] not in P_of:
             continue
         g = plan[members[0]][11]
         A, X = _stacked_v(layer, xr, g), _block_v(layer, xr, b)
@@ -329,9 +351,13 @@ class BiLinearFunction(torch.autograd.Function):
                 mm(G, ZsT, out=_stacked_v(layer, dxr, g))
         dZs = ZsT = G = BtT = None  # the last group's stacked Z and dZ would live to the end (0.4 MB each)
         # the units: weight gradients (P made again from the input), the input rows' gradient (Z), dP (P)
-        dP_of = {}
-        P_of = _p_first(layer, xr, mm) if need_w else {}
-        for u, (kind, b, *_) in enumerate(layer._units):
+        dP_of, P_of = {}, {}
+        p_sets = {u: units for units in layer._p_sets for u in units}  # one set's P at a time
+        for u in [*(u for units in layer._p_sets for u in units), *(u for u, unit in enumerate(layer._units)
+                                                                   if unit[0] == "z")]:
+            kind, b = layer._units[u][:2]
+            if kind == "p" and need_w and u not in P_of:
+                P_of = _p_first(layer, xr, mm, p_sets[u])
             ops, unit_ops[u] = (P_of.pop(u, None), None) if kind == "p" else (unit_ops[u], None)
             WT = _weights_v(layer, w, u, transposed=True)
             m, d = layer._blocks[b]

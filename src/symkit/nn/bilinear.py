@@ -229,6 +229,7 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
             sources.append(stacked)
             offset += stacked.size
         buffer("read_index", np.concatenate([order, *sources]))
+        self._p_sets = kernels.p_unit_sets(self)
         w_index = np.concatenate(index) if index else np.zeros(0, np.int64)
         buffer("w_index", w_index)  # a permutation: the backward scatters through it (no inverse kept)
         self._param_sizes = [m * k for m, k in shapes]

@@ -533,27 +533,3 @@ def test_a_state_dict_keeps_the_int64_inverse_saved_files_have_and_refuses_anoth
         fresh.load_state_dict(missing)
     fresh.load_state_dict(missing, strict=False)
 
-
-def test_the_gate_keeps_only_its_input_and_differentiates_twice_like_the_plain_expression():
-    """The gated nonlinearity saves ``x`` alone (the gathered sigmoid is made again in the backward pass): its first
-    and second derivatives are those of ``x[:size] * sigmoid(x[gate_index])`` to float64 rounding."""
-    G = O(3)
-    gate = GatedNonlinearity(uniform_rep(40, G), dtype=torch.float64)
-    x = torch.randn(3, 2, gate.gated_size, dtype=torch.float64, requires_grad=True)
-    packed = []
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
-        y = gate(x)
-    assert [t.untyped_storage().data_ptr() for t in packed if t.is_floating_point()] == [x.untyped_storage().data_ptr()]
-
-    def plain(z):
-        return z[..., :gate.size] * torch.sigmoid(z.index_select(-1, gate.gate_index))
-
-    gy = torch.randn(y.shape, dtype=torch.float64, requires_grad=True)
-    first = torch.autograd.grad(y, x, gy, create_graph=True)[0]
-    first_plain = torch.autograd.grad(plain(x), x, gy, create_graph=True)[0]
-    torch.testing.assert_close(first, first_plain, rtol=1e-14, atol=1e-15)
-    v = torch.randn(x.shape, dtype=torch.float64)
-    second = torch.autograd.grad((first * v).sum(), (x, gy))
-    second_plain = torch.autograd.grad((first_plain * v).sum(), (x, gy))
-    for a, b in zip(second, second_plain):
-        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-14)

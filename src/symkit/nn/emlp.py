@@ -19,7 +19,6 @@ from torch.utils.checkpoint import checkpoint
 
 from symkit._checks import check_bool, check_int
 from symkit.groups.base import Group
-from symkit.nn._bilinear_kernels import is_plain
 from symkit.nn._equivariance import Equivariant
 from symkit.nn._factory import Resettable, factory, index_tensor, on
 from symkit.nn._inputs import check_input, check_rep
@@ -406,29 +405,7 @@ class GatedNonlinearity(Equivariant, nn.Module):
         check_input(lambda: f"GatedNonlinearity({self.rep!r}) (values and gates)", self, x, self.gated_size)
         if self.pointwise:
             return swish(x)
-        if not torch.compiler.is_compiling() and torch.is_grad_enabled() and x.requires_grad and is_plain(x):
-            return _Gate.apply(x, self.gate_index, self.size)
         return x[..., : self.size] * torch.sigmoid(x.index_select(-1, self.gate_index))
-
-
-class _Gate(torch.autograd.Function):
-    """``x[..., :size] * sigmoid(x[..., gate_index])`` keeping only ``x`` for the backward pass (autograd would also
-    keep the gathered sigmoid, nearly as large as ``x``: 0.73 MB a block at O(3), 384 channels, batch 500); the
-    sigmoid is made again there. The backward is differentiable torch operations, so double backward works."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, gate_index: torch.Tensor, size: int) -> torch.Tensor:
-        ctx.save_for_backward(x, gate_index)
-        ctx.size = size
-        return x[..., :size] * torch.sigmoid(x.index_select(-1, gate_index))
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        x, gate_index = ctx.saved_tensors
-        s = torch.sigmoid(x.index_select(-1, gate_index))
-        d_gates = grad * x[..., :ctx.size] * s * (1 - s)  # into each entry's gate (pointwise entries: themselves)
-        d_values = torch.cat([grad * s, x.new_zeros(*x.shape[:-1], x.shape[-1] - ctx.size)], dim=-1)
-        return d_values.index_add(-1, gate_index, d_gates), None, None
 
 
 def _binomial_split(count: int, rank: int) -> list[int]:

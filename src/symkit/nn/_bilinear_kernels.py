@@ -398,7 +398,7 @@ class BiLinearFunction(torch.autograd.Function):
             gx.index_add_(1, layer.read_index[layer.size:], dxr[:, layer.size:])
         grads: list[torch.Tensor | None] = [None] * len(params)
         if need_w:
-            flat = dw.new_empty(dw.shape).index_put_((layer.w_index,), dw).mul_(layer.scale)
+            flat = dw.new_zeros(dw.shape).index_add_(0, layer.w_index, dw).mul_(layer.scale)  # a permutation
             grads = [g.view(p.shape) if need else None
                      for g, p, need in zip(flat.split(layer._param_sizes), params, need_p)]
         return (None, None, gx, *grads)

@@ -162,8 +162,9 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
             nn.Parameter(on(torch.randn(m, k, dtype=f["dtype"]) / math.sqrt(k), f)) for m, k in shapes)
         starts = np.cumsum([0, *(m * k for m, k in shapes)])[:-1]  # of each parameter in their concatenation
 
-        def buffer(name: str, values: np.ndarray) -> str:
-            self.register_buffer(name, index_tensor(values.reshape(-1), device), persistent=False)
+        def buffer(name: str, values: np.ndarray, dtype: torch.dtype | None = None) -> str:
+            index = index_tensor(values.reshape(-1), device)
+            self.register_buffer(name, index if dtype is None else index.to(dtype), persistent=False)
             return name
 
         # the objects: per block (copies, entries), read as (entries, copies); then each group's source matrices
@@ -228,7 +229,8 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
             self.per_sample_products.append((lo, d, m) if key[0] == "p" else (d, lo, m))
             sources.append(stacked)
             offset += stacked.size
-        buffer("read_index", np.concatenate([order, *sources]))
+        # int64: CPU index_add along a row (the sources' gradient) runs 2x slower with an int32 index; a few KB
+        buffer("read_index", np.concatenate([order, *sources]), torch.long)
         self._p_sets = kernels.p_unit_sets(self)
         w_index = np.concatenate(index) if index else np.zeros(0, np.int64)
         buffer("w_index", w_index)  # a permutation: the backward scatters through it (no inverse kept)

@@ -1,0 +1,176 @@
+"""What ``torch.compile`` makes of the bilinear layer: its per-sample products and the whole layer, batch first (the
+layer's layout) against batch last, eager and compiled, in one run.
+
+Run: ``.venv/bin/python benchmarks/bench_bilinear_layouts.py [--ch 384] [--batch 500] [--rounds 3] [--no-compile]``.
+
+The layer (``symkit.nn.BiLinear`` at O(3), ``gated(uniform_rep(ch))``) does two kinds of products: with its weights
+(large matmuls) and per sample (``BiLinear.per_sample_products``: 500 small matrix products, ``3x3 @ 3x34`` to
+``27x3 @ 3x34`` at 384 channels). On the CPU, ``bmm`` pays a call per sample for those; with the batch last (each
+product an elementwise product over contiguous rows of the batch, summed over the inner index) the work vectorises
+over samples, and a compiler can fuse the sum into one loop. Printed, each with the batch-first eager form in the
+same rounds:
+
+* each per-sample product forward and its two backward products: ``per_sample_matmul`` (batch first, the layer's),
+  the batch-last broadcast sum in eager mode, and the same compiled (``torch.compile``, Inductor's C++ kernels);
+* the whole layer, forward and backward: ``BiLinear`` (eager, its written-out backward) against
+  :func:`batch_last_map` (the same map with the batch last: gathers of feature rows, one matmul per interaction)
+  compiled, and the layer's own products with its weights as dense matmuls (the floor the issue measures against).
+
+Compilation needs a C++ compiler; ``--no-compile`` (or a failed compile) prints the eager rows only. Timings: least
+time over about ``budget`` seconds per form, ratios the median over rounds of each round's ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def _timed(fn: Callable[[], Any], budget: float = 0.5, least: int = 5) -> float:
+    """Least wall time of ``fn`` in ms over at least ``least`` calls and about ``budget`` seconds."""
+    for _ in range(3):
+        fn()
+    times, start = [], time.perf_counter()
+    while len(times) < least or time.perf_counter() - start < budget:
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return 1e3 * min(times)
+
+
+def batch_last_map(layer: Any) -> Callable[..., torch.Tensor]:
+    """``f(x2, *weights)``: ``layer``'s map (``y = scale W(x) x``) computed with the batch last, from its interactions
+    (``symkit.nn.bilinear._interactions``): every operand a gather of rows of ``x^T`` (features by samples), each
+    per-sample product a broadcast product summed over its inner index, each product with the weights one matmul per
+    interaction (the layer merges them into units; this map does not)."""
+    from symkit.nn.bilinear import _interactions
+
+    _, interactions, block_pos = _interactions(layer.rep)
+    plan = []
+    for it in interactions:
+        k = it.shape[2]
+        plan.append((it, torch.as_tensor(block_pos[it.src_block][:k][:, it.s_map]),  # (k, a, c)
+                     torch.as_tensor(block_pos[it.in_block]), torch.as_tensor(block_pos[it.out_block]),
+                     torch.as_tensor(it.grid)))
+    size, scale = layer.size, layer.scale
+
+    def f(x2: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
+        n = x2.shape[0]
+        xT = x2.T.contiguous()
+        y = x2.new_zeros(size, n)
+        for it, src, inp, out_pos, grid in plan:
+            m_out, m_in, k, d_in, d_out = it.shape
+            W = weights[it.weight][grid] * scale  # (i, j, k)
+            M, X = xT[src], xT[inp]  # (k, a, c, n), (j, c, n)
+            if it.weights_first:  # Z = w x, then out[i, a] = sum_{k, c} M[k, a, c] Z[k, i, c]
+                Z = (W.permute(2, 0, 1).reshape(k * m_out, m_in) @ X.reshape(m_in, d_in * n)).view(k, m_out, d_in, n)
+                out = (M[:, None] * Z[:, :, None]).sum((0, 3))
+            else:  # P[k, j, a] = sum_c M[k, a, c] x_j[c], then out = w P
+                P = (M[:, None] * X[None, :, None]).sum(3)
+                out = W.permute(0, 2, 1).reshape(m_out, k * m_in) @ P.reshape(k * m_in, d_out * n)
+            y = y.index_put((out_pos,), out.reshape(m_out, d_out, n), accumulate=True)
+        return y.T
+
+    return f
+
+
+def _per_sample_forms(p: int, q: int, r: int, n: int, compiled: bool) -> dict[str, Callable[[], Any]]:
+    """The three products of one per-sample product (``C = A B``, ``A^T``-side and ``B^T``-side gradients) in each
+    layout, on fresh operands."""
+    from symkit.nn.bilinear import per_sample_matmul
+
+    shapes = ((p, q, r), (p, r, q), (q, p, r))
+    first = [(torch.randn(n, a, b), torch.randn(n, b, c)) for a, b, c in shapes]
+    last = [(torch.randn(a, b, n), torch.randn(b, c, n)) for a, b, c in shapes]
+
+    def broadcast_sum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # (a, b, n) x (b, c, n) -> (a, c, n)
+        return (a[:, :, None] * b[None]).sum(1)
+
+    forms = {"batch first (bmm / broadcasts)": lambda: [per_sample_matmul(a, b) for a, b in first],
+             "batch last, eager": lambda: [broadcast_sum(a, b) for a, b in last]}
+    if compiled:
+        torch._dynamo.reset()  # a fresh cache per product: its three shapes compile once each, under the limit
+        fused = torch.compile(broadcast_sum, dynamic=False)
+        forms["batch last, compiled"] = lambda: [fused(a, b) for a, b in last]
+    return forms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ch", type=int, default=384)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-compile", action="store_true", help="eager rows only")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    from symkit.groups import O
+    from symkit.lab.allocator import keep_freed_memory
+    from symkit.nn.emlp import BiLinear, gated, uniform_rep
+
+    keep_freed_memory()
+    layer = BiLinear(gated(uniform_rep(args.ch, O(3))))
+    n, compiled = args.batch, not args.no_compile
+    print(f"BiLinear at O(3), ch={args.ch} ({layer.size} features), batch {n}, one thread, cpu; least times in ms, "
+          f"ratios to the batch-first form the median over {args.rounds} rounds")
+
+    print("\nper-sample products, forward and both backward products each:")
+    print(f"{'product':<16}" + "".join(f"{name:>34}" for name in ("batch first (bmm / broadcasts)", "batch last, eager",
+                                                                      "batch last, compiled")[:2 + compiled]))
+    totals: dict[str, float] = {}
+    for p, q, r in layer.per_sample_products:
+        try:
+            forms = _per_sample_forms(p, q, r, n, compiled)
+            base = "batch first (bmm / broadcasts)"
+            times = {name: [] for name in forms}
+            for _ in range(args.rounds):
+                for name, fn in forms.items():
+                    times[name].append(_timed(fn))
+        except Exception as err:  # noqa: BLE001 - a compiler that is missing or fails: say so, keep the eager rows
+            print(f"  compiling failed ({type(err).__name__}: {str(err)[:200]}); run with --no-compile")
+            return
+        cells = []
+        for name in forms:
+            ratio = statistics.median(a / b for a, b in zip(times[name], times[base]))
+            totals[name] = totals.get(name, 0.0) + min(times[name])
+            cells.append(f"{min(times[name]):>8.3f} ms {ratio:>6.2f}x")
+        print(f"{f'{p}x{q} @ {q}x{r}':<16}" + "".join(f"{c:>34}" for c in cells))
+    base_total = totals["batch first (bmm / broadcasts)"]
+    print(f"{'all':<16}" + "".join(f"{f'{t:8.3f} ms {t / base_total:6.2f}x':>34}" for t in totals.values()))
+
+    print("\nthe whole layer, forward and backward:")
+    x = torch.randn(n, layer.size, requires_grad=True)
+    gy = torch.randn(n, layer.size)
+    weights = tuple(layer.weights)
+    products = [(torch.randn(n * rr, i, requires_grad=True), torch.randn(i, c, requires_grad=True))
+                for rr, i, c in layer.weight_products]
+    runs = {"BiLinear (eager, written-out backward)": lambda: layer(x).backward(gy),
+            "its weight products alone": lambda: sum((a @ w).sum() for a, w in products).backward()}
+    with torch.no_grad():
+        err = (batch_last_map(layer)(x, *weights) - layer(x)).abs().max().item()
+    if compiled:
+        fn = torch.compile(batch_last_map(layer), dynamic=False)
+        start = time.perf_counter()
+        fn(x, *weights).backward(gy)
+        print(f"  batch-last map compiled in {time.perf_counter() - start:.0f} s (forward and backward graphs; "
+              f"Inductor's on-disk cache may hold them from an earlier run); "
+              f"largest difference from the layer's output {err:.1e}")
+        runs["batch-last map, compiled"] = lambda: fn(x, *weights).backward(gy)
+    times = {name: [] for name in runs}
+    for _ in range(args.rounds):
+        for name, fn_ in runs.items():
+            times[name].append(_timed(fn_, budget=1.0))
+    base = "BiLinear (eager, written-out backward)"
+    for name in runs:
+        ratio = statistics.median(a / b for a, b in zip(times[name], times[base]))
+        to_products = statistics.median(a / b for a, b in zip(times[name], times["its weight products alone"]))
+        print(f"  {name:<42}{min(times[name]):>8.2f} ms {ratio:>6.2f}x the layer {to_products:>6.2f}x its products")
+
+
+if __name__ == "__main__":
+    main()

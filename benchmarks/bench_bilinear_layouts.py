@@ -12,9 +12,10 @@ same rounds:
 
 * each per-sample product forward and its two backward products: ``per_sample_matmul`` (batch first, the layer's),
   the batch-last broadcast sum in eager mode, and the same compiled (``torch.compile``, Inductor's C++ kernels);
-* the whole layer, forward and backward: ``BiLinear`` (eager, its written-out backward) against
-  :func:`batch_last_map` (the same map with the batch last: gathers of feature rows, one matmul per interaction)
-  compiled, and the layer's own products with its weights as dense matmuls (the floor the issue measures against).
+* the whole layer, forward and backward: ``BiLinear`` eager (its written-out backward) against ``torch.compile`` of
+  it (under the compiler the layer runs ``symkit.nn._bilinear_kernels.batch_last``: gathers of feature rows, one
+  matmul per interaction), and the layer's own products with its weights as dense matmuls (what the issue measures
+  against).
 
 Compilation needs a C++ compiler; ``--no-compile`` (or a failed compile) prints the eager rows only. Timings: least
 time over about ``budget`` seconds per form, ratios the median over rounds of each round's ratio.
@@ -41,42 +42,6 @@ def _timed(fn: Callable[[], Any], budget: float = 0.5, least: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return 1e3 * min(times)
-
-
-def batch_last_map(layer: Any) -> Callable[..., torch.Tensor]:
-    """``f(x2, *weights)``: ``layer``'s map (``y = scale W(x) x``) computed with the batch last, from its interactions
-    (``symkit.nn.bilinear._interactions``): every operand a gather of rows of ``x^T`` (features by samples), each
-    per-sample product a broadcast product summed over its inner index, each product with the weights one matmul per
-    interaction (the layer merges them into units; this map does not)."""
-    from symkit.nn.bilinear import _interactions
-
-    _, interactions, block_pos = _interactions(layer.rep)
-    plan = []
-    for it in interactions:
-        k = it.shape[2]
-        plan.append((it, torch.as_tensor(block_pos[it.src_block][:k][:, it.s_map]),  # (k, a, c)
-                     torch.as_tensor(block_pos[it.in_block]), torch.as_tensor(block_pos[it.out_block]),
-                     torch.as_tensor(it.grid)))
-    size, scale = layer.size, layer.scale
-
-    def f(x2: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
-        n = x2.shape[0]
-        xT = x2.T.contiguous()
-        y = x2.new_zeros(size, n)
-        for it, src, inp, out_pos, grid in plan:
-            m_out, m_in, k, d_in, d_out = it.shape
-            W = weights[it.weight][grid] * scale  # (i, j, k)
-            M, X = xT[src], xT[inp]  # (k, a, c, n), (j, c, n)
-            if it.weights_first:  # Z = w x, then out[i, a] = sum_{k, c} M[k, a, c] Z[k, i, c]
-                Z = (W.permute(2, 0, 1).reshape(k * m_out, m_in) @ X.reshape(m_in, d_in * n)).view(k, m_out, d_in, n)
-                out = (M[:, None] * Z[:, :, None]).sum((0, 3))
-            else:  # P[k, j, a] = sum_c M[k, a, c] x_j[c], then out = w P
-                P = (M[:, None] * X[None, :, None]).sum(3)
-                out = W.permute(0, 2, 1).reshape(m_out, k * m_in) @ P.reshape(k * m_in, d_out * n)
-            y = y.index_put((out_pos,), out.reshape(m_out, d_out, n), accumulate=True)
-        return y.T
-
-    return f
 
 
 def _per_sample_forms(p: int, q: int, r: int, n: int, compiled: bool) -> dict[str, Callable[[], Any]]:
@@ -146,21 +111,19 @@ def main() -> None:
     print("\nthe whole layer, forward and backward:")
     x = torch.randn(n, layer.size, requires_grad=True)
     gy = torch.randn(n, layer.size)
-    weights = tuple(layer.weights)
     products = [(torch.randn(n * rr, i, requires_grad=True), torch.randn(i, c, requires_grad=True))
                 for rr, i, c in layer.weight_products]
     runs = {"BiLinear (eager, written-out backward)": lambda: layer(x).backward(gy),
             "its weight products alone": lambda: sum((a @ w).sum() for a, w in products).backward()}
-    with torch.no_grad():
-        err = (batch_last_map(layer)(x, *weights) - layer(x)).abs().max().item()
     if compiled:
-        fn = torch.compile(batch_last_map(layer), dynamic=False)
+        fn = torch.compile(layer, dynamic=False)
         start = time.perf_counter()
-        fn(x, *weights).backward(gy)
-        print(f"  batch-last map compiled in {time.perf_counter() - start:.0f} s (forward and backward graphs; "
-              f"Inductor's on-disk cache may hold them from an earlier run); "
-              f"largest difference from the layer's output {err:.1e}")
-        runs["batch-last map, compiled"] = lambda: fn(x, *weights).backward(gy)
+        fn(x).backward(gy)
+        with torch.no_grad():
+            err = (fn(x) - layer(x)).abs().max().item()
+        print(f"  the layer compiled in {time.perf_counter() - start:.0f} s (forward and backward graphs; Inductor's "
+              f"on-disk cache may hold them from an earlier run); largest difference from eager {err:.1e}")
+        runs["BiLinear compiled (its batch-last form)"] = lambda: fn(x).backward(gy)
     times = {name: [] for name in runs}
     for _ in range(args.rounds):
         for name, fn_ in runs.items():

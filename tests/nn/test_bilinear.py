@@ -227,3 +227,26 @@ def test_the_backward_makes_p_one_set_of_units_at_a_time_and_no_product_spans_tw
             assert len({set_of[layer._plan[t][8]] for t in members}) == 1
     if name == "O(3)":  # at 384 channels the vectors' large P is made alone
         assert len(BiLinear(gated(uniform_rep(384, O(3))))._p_sets) == 2
+
+
+@pytest.mark.parametrize("name", list(SAVED))
+def test_the_batch_last_form_is_the_layer_and_is_what_torch_compile_runs(name, monkeypatch):
+    """Under ``torch.compile`` the layer runs ``kernels.batch_last`` (the batch last, per-sample products as broadcast
+    sums the compiler fuses): the same values and gradients as the written-out path, float64."""
+    torch.manual_seed(0)
+    layer = BiLinear(SAVED[name][0](), dtype=torch.float64)
+    x = torch.randn(6, layer.size, dtype=torch.float64, requires_grad=True)
+    weights = tuple(layer.weights)
+    y, y_ref = kernels.batch_last(layer, x, weights), layer(x)
+    torch.testing.assert_close(y, y_ref, rtol=1e-12, atol=1e-12)
+    gy = torch.randn_like(y)
+    for a, b in zip(torch.autograd.grad(y, (x, *weights), gy), torch.autograd.grad(y_ref, (x, *weights), gy)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    calls = []
+    real = kernels.batch_last
+    monkeypatch.setattr(kernels, "batch_last", lambda *a: calls.append(1) or real(*a))
+    compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+    y_c = compiled(x)
+    assert calls and torch.allclose(y_c, y_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(torch.autograd.grad(y_c, x, gy)[0], torch.autograd.grad(layer(x), x, gy)[0],
+                               rtol=1e-12, atol=1e-12)

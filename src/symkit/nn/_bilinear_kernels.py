@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import torch.autograd.forward_ad as forward_ad
 
-__all__ = ["BiLinearFunction", "composite", "fast_forward", "flat_weights", "is_plain", "p_unit_sets",
+__all__ = ["BiLinearFunction", "batch_last", "composite", "fast_forward", "flat_weights", "is_plain", "p_unit_sets",
            "per_sample_matmul"]
 
 Matmul = Callable[..., torch.Tensor]
@@ -182,6 +182,29 @@ def composite(layer: Any, x2: torch.Tensor, w: torch.Tensor, mm: Matmul) -> torc
             out = mm(_stacked(layer, xr, g)[:, :, g_lo:g_hi], Z.view(n, d_in * k, m_out))
         totals[o] = out if o not in totals else totals[o] + out
     return _unblock(layer, totals, x2)
+
+
+def batch_last(layer: Any, x2: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The map of :func:`composite` with the batch last, for ``torch.compile``: every operand a gather of rows of
+    ``x^T`` (features by samples), each per-sample product a broadcast product summed over its inner index (which the
+    compiler fuses into one loop vectorised over samples: 2x faster than ``bmm`` at O(3), 384 channels), each product
+    with the weights one matmul per interaction. Differentiable torch operations; the plan is
+    ``layer._batch_last`` (shapes and offsets into the ``bl_*`` index buffers)."""
+    n = x2.shape[0]
+    xT = x2.T.contiguous()
+    y = x2.new_zeros(layer.size, n)
+    for (m_out, m_in, k, d_in, d_out), weights_first, p, src, inp, out, grid in layer._batch_last:
+        W = params[p][layer.bl_grid[grid[0]:grid[1]]].view(m_out, m_in, k) * layer.scale
+        M = xT[layer.bl_src[src[0]:src[1]]].view(k, d_out, d_in, n)
+        X = xT[layer.bl_in[inp[0]:inp[1]]].view(m_in, d_in, n)
+        if weights_first:  # Z[k, i, c] = sum_j w_ijk x_j[c]; out[i, a] = sum_{k, c} M_k[a, c] Z[k, i, c]
+            Z = (W.permute(2, 0, 1).reshape(k * m_out, m_in) @ X.reshape(m_in, d_in * n)).view(k, m_out, d_in, n)
+            part = (M[:, None] * Z[:, :, None]).sum((0, 3))
+        else:  # P[k, j, a] = sum_c M_k[a, c] x_j[c]; out[i, a] = sum_{k, j} w_ijk P[k, j, a]
+            P = (M[:, None] * X[None, :, None]).sum(3)
+            part = W.permute(0, 2, 1).reshape(m_out, k * m_in) @ P.reshape(k * m_in, d_out * n)
+        y = y.index_put((layer.bl_out[out[0]:out[1]],), part.reshape(m_out * d_out, n), accumulate=True)
+    return y.T
 
 
 def _matmul_into(mm: Matmul, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:

@@ -232,24 +232,6 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
         # int64: CPU index_add along a row (the sources' gradient) runs 2x slower with an int32 index; a few KB
         buffer("read_index", np.concatenate([order, *sources]), torch.long)
         self._p_sets = kernels.p_unit_sets(self)
-        # the batch-last form (torch.compile): per interaction its shape, order, parameter and the slices of the
-        # index buffers that gather its sources (k, a, c), inputs (j, c), outputs (i, a) and weights (i, j)
-        self._batch_last: list[tuple] = []
-        bl: dict[str, list[np.ndarray]] = {"src": [], "in": [], "out": [], "grid": []}
-
-        def piece(name: str, values: np.ndarray) -> tuple[int, int]:
-            lo = sum(v.size for v in bl[name])
-            bl[name].append(values.reshape(-1))
-            return lo, lo + values.size
-
-        for it in interactions:
-            k = it.shape[2]
-            self._batch_last.append((it.shape, it.weights_first, it.weight,
-                                     piece("src", block_pos[it.src_block][:k][:, it.s_map]),
-                                     piece("in", block_pos[it.in_block]), piece("out", block_pos[it.out_block]),
-                                     piece("grid", it.grid)))
-        for name, values in bl.items():
-            buffer(f"bl_{name}", np.concatenate(values) if values else np.zeros(0, np.int64))
         w_index = np.concatenate(index) if index else np.zeros(0, np.int64)
         buffer("w_index", w_index)  # a permutation: the backward scatters through it (no inverse kept)
         self._param_sizes = [m * k for m, k in shapes]
@@ -295,7 +277,7 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
             return torch.zeros_like(x2).reshape(*lead, self.size)
         params = tuple(self.weights)
         if torch.compiler.is_compiling():
-            y = kernels.batch_last(self, x2, params)
+            y = kernels.batch_last(self, x2, kernels.flat_weights(self, params))
         elif not kernels.is_plain(x2, *params):
             y = kernels.composite(self, x2, self._cached(self._flat_weights)[0], per_sample_matmul)
         elif torch.is_grad_enabled() and (x2.requires_grad or any(p.requires_grad for p in params)):

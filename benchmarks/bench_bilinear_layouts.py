@@ -15,7 +15,8 @@ same rounds:
 * the whole layer, forward and backward: ``BiLinear`` eager (its written-out backward) against ``torch.compile`` of
   it (under the compiler the layer runs ``symkit.nn._bilinear_kernels.batch_last``: gathers of feature rows, one
   matmul per interaction), and the layer's own products with its weights as dense matmuls (what the issue measures
-  against).
+  against);
+* an EMLP training step and the MLP's of equal width, eager and compiled.
 
 Compilation needs a C++ compiler; ``--no-compile`` (or a failed compile) prints the eager rows only. Timings: least
 time over about ``budget`` seconds per form, ratios the median over rounds of each round's ratio.
@@ -133,6 +134,49 @@ def main() -> None:
         ratio = statistics.median(a / b for a, b in zip(times[name], times[base]))
         to_products = statistics.median(a / b for a, b in zip(times[name], times["its weight products alone"]))
         print(f"  {name:<42}{min(times[name]):>8.2f} ms {ratio:>6.2f}x the layer {to_products:>6.2f}x its products")
+    if compiled:
+        print(f"\ntraining steps, O(3) ch={args.ch}, batch {n}, 3 layers, Adam (as bench_models.py):")
+        model_steps(args.ch, n, args.rounds)
+
+
+def model_steps(ch: int, batch: int, rounds: int) -> None:
+    """An EMLP training step (O(3), ``5 Scalar + 5 V -> T(2)``, 3 layers, Adam, as ``bench_models.py``) and the MLP's
+    of equal width, eager and compiled (``torch.compile`` of the model; the optimiser step stays eager)."""
+    from symkit.groups import O
+    from symkit.nn import EMLP, MLP
+    from symkit.reps import Scalar, T, V
+
+    G = O(3)
+    rep_in, rep_out = 5 * Scalar + 5 * V(G), T(2, 0, G)
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(batch, rep_in.size, generator=gen), torch.randn(batch, rep_out.size, generator=gen)
+    steps = {}
+    for name, model in (("EMLP", EMLP(rep_in, rep_out, G, ch=ch, num_layers=3)),
+                        ("MLP", MLP(rep_in.size, rep_out.size, ch=ch, num_layers=3))):
+        for compiled in (False, True):
+            net = torch.compile(model, dynamic=False) if compiled else model
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+            def step(net=net, opt=opt) -> None:
+                opt.zero_grad(set_to_none=True)
+                (net(x) - y).square().mean().backward()
+                opt.step()
+
+            start = time.perf_counter()
+            step()
+            label = f"{name} {'compiled' if compiled else 'eager'}"
+            if compiled:
+                print(f"  {label}: compiled in {time.perf_counter() - start:.0f} s")
+            steps[label] = step
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            times[name].append(_timed(step, budget=1.5))
+    for name in steps:
+        to_eager = statistics.median(a / b for a, b in zip(times[name], times["MLP eager"]))
+        to_mlp = statistics.median(a / b for a, b in zip(times[name], times[f"MLP {name.split()[1]}"]))
+        print(f"  {name:<16}{min(times[name]):>8.2f} ms {to_eager:>6.2f}x the eager MLP {to_mlp:>6.2f}x the MLP "
+              f"run the same way")
 
 
 if __name__ == "__main__":

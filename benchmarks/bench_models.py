@@ -10,7 +10,10 @@ its memory. Memory is the tensor memory of a training step after the first (``be
 buffers and Adam's state plus the peak of what the step allocates, on any device what a CUDA allocator's peak counts);
 the rise of the process's resident memory over the first step is printed beside it, but it also holds what the
 libraries load on first use (about 25 MB here, the same for every model), which shrinks every ratio. Models: EMLP with
-bilinear layers, EMLP without them, RPP-EMLP, and ``MLP(ch=ch)`` (the MLP of equal width). The emlp column runs emlp
+bilinear layers, EMLP without them, RPP-EMLP, and ``MLP(ch=ch)`` (the MLP of equal width); and the EMLP with and
+without bilinear layers under ``torch.compile`` (``-compiled``: Inductor, compiled in each process before timing,
+about a minute; the bilinear layers then run their batch-last form; no tensor-memory peak for them, since a dispatch
+mode sends a compiled model back to eager). The emlp column runs emlp
 1.0.3's objax EMLP on the same model and batch, its step jitted (compilation excluded) in ``.bench/emlp-venv`` (see
 docs/core.md); without it the column reads "not installed". A per-layer table times forward plus backward of each
 layer type at ch=384, batch 500 against ``nn.Linear`` of the same size and against the layer's own products with its
@@ -56,7 +59,7 @@ PINNED_ENV = {
     "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NPROC": "1",
 }
 GROUPS = {"O(3)": "O(3)", "SO(3)": "SO(3)", "O(1,3)": "O13()", "S(5)": "S(5)"}
-MODELS = ("emlp", "emlp-recompute", "emlp-nobil", "rpp", "mlp")
+MODELS = ("emlp", "emlp-recompute", "emlp-nobil", "rpp", "mlp", "emlp-compiled", "emlp-nobil-compiled")
 
 
 def _cases(mode: str) -> list[tuple[str, int, int]]:
@@ -81,7 +84,7 @@ def _timed(fn, device, budget: float = 3.0, least: int = 3) -> float:
     return min(times)
 
 
-def _model_and_step(group: str, ch: int, batch: int, kind: str, dev):
+def _model_and_step(group: str, ch: int, batch: int, kind: str, dev, backend: str = "inductor"):
     """The model ``kind`` of ``group`` at width ``ch``, seeded data of ``batch`` samples, and its training step
     (forward, MSE, backward, Adam) and forward pass as closures."""
     import torch
@@ -93,6 +96,7 @@ def _model_and_step(group: str, ch: int, batch: int, kind: str, dev):
 
     G = eval(GROUPS[group], vars(groups))
     rep_in, rep_out = 5 * Scalar + 5 * V(G), T(2, 0, G)
+    compiled, kind = kind.endswith("-compiled"), kind.removesuffix("-compiled")
     if kind == "mlp":
         model = MLP(rep_in.size, rep_out.size, ch=ch, num_layers=3, device=dev)
     elif kind == "rpp":
@@ -104,6 +108,8 @@ def _model_and_step(group: str, ch: int, batch: int, kind: str, dev):
     x = torch.randn(batch, rep_in.size, generator=gen).to(dev)
     y = torch.randn(batch, rep_out.size, generator=gen).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, **fused_options(model.parameters()))
+    if compiled:  # torch.compile of the model (Inductor; the bilinear layers run their batch-last form), Adam eager
+        model = torch.compile(model, dynamic=False, backend=backend)
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
@@ -131,12 +137,14 @@ def measure_symkit(group: str, ch: int, batch: int, kind: str, device: str = "cp
     memory = bc.MemoryRise(dev)
     step()
     rise = memory.mb()
+    out = {"build_s": build, "rise_mb": rise, "params": sum(p.numel() for p in model.parameters()),
+           "macs": multiply_adds(model)}
+    if kind.endswith("-compiled"):  # a dispatch mode sends a compiled model back to eager: no tensor-memory peak
+        return {**out, "step_ms": 1e3 * _timed(step, dev), "fwd_ms": 1e3 * _timed(forward, dev)}
     with bc.TensorMemory() as tensors:  # a second step: the optimiser's state exists, as in every later step
         step()
     peak = (bc.resident_bytes(model, opt) + tensors.peak) / 2**20
-    return {"build_s": build, "step_ms": 1e3 * _timed(step, dev), "fwd_ms": 1e3 * _timed(forward, dev),
-            "peak_mb": peak, "rise_mb": rise, "params": sum(p.numel() for p in model.parameters()),
-            "macs": multiply_adds(model)}
+    return {**out, "step_ms": 1e3 * _timed(step, dev), "fwd_ms": 1e3 * _timed(forward, dev), "peak_mb": peak}
 
 
 #: rounds of the interleaved timing: every model's step timed in turn, the order rotated each round
@@ -294,6 +302,7 @@ def weight_products(layer) -> list[tuple[int, int, int]]:
     from symkit.nn.emlp import BiLinear, EquivariantLinear
     from symkit.nn.rpp import RPPLinear
 
+    layer = getattr(layer, "_orig_mod", layer)  # a torch.compile'd layer: the layer's own products
     if isinstance(layer, BiLinear):
         return list(layer.weight_products)
     if isinstance(layer, EquivariantLinear) and layer.irrep_product is not None:
@@ -356,13 +365,14 @@ def layer_row(name: str, layer_ms: list[float], products_ms: list[float], linear
 
 
 def layer_table(device: str = "cpu", steps: dict | None = None, ch: int = 384, batch: int = 500,
-                budget: float = 0.7, rounds: int = 3) -> list[str]:
+                budget: float = 0.7, rounds: int = 3, backend: str = "inductor") -> list[str]:
     """Forward plus backward of each layer type at O(3), width ``ch``, ``batch`` samples, against ``nn.Linear`` of the
     same size and against the layer's own products with its weights (:func:`weight_products`, timed as dense matmuls
     of their shapes on fresh operands). Each layer and its products are timed one after the other, ``rounds`` times
     (``budget`` seconds each); the table gives each one's least time and the median over rounds of each round's
     ratio. With ``steps`` (the no-bilinear EMLP's and the MLP's step in ms at ch=384, batch 500) it adds the bound
-    that follows for the EMLP: a step costs at least the no-bilinear step plus three bilinear layers' products."""
+    that follows for the EMLP: a step costs at least the no-bilinear step plus three bilinear layers' products.
+    ``backend``: torch.compile's for the compiled bilinear layer's row (tests pass a fast one)."""
     import torch
 
     from symkit.groups import O
@@ -381,6 +391,7 @@ def layer_table(device: str = "cpu", steps: dict | None = None, ch: int = 384, b
         ("RPPLinear", RPPLinear(hidden, wide, device=dev), x_h),
         ("nn.Linear (same size)", torch.nn.Linear(hidden.size, wide.size, device=dev), x_h),
         ("BiLinear", BiLinear(wide, device=dev), x_w),
+        ("BiLinear compiled", torch.compile(BiLinear(wide, device=dev), dynamic=False, backend=backend), x_w),
         ("GatedNonlinearity", GatedNonlinearity(hidden, device=dev), x_w),
     ]
     lines = [f"per layer, O(3), ch={ch} ({hidden.size} -> {wide.size} features), batch {batch}, forward + backward, "
@@ -409,7 +420,8 @@ def layer_table(device: str = "cpu", steps: dict | None = None, ch: int = 384, b
     shapes = ", ".join(f"{batch * r}x{i} @ {i}x{c}" for r, i, c in bilinear.weight_products)
     lines.append(f"(BiLinear's products: {shapes}; {sum(r * i * c for r, i, c in bilinear.weight_products):,} of its "
                  f"{bilinear.multiply_adds:,} multiply-adds per sample)")
-    lines.append(f"acceptance: BiLinear forward + backward at most 1.5x its weight products: {ratios['BiLinear']:.2f}x")
+    lines.append(f"acceptance: BiLinear forward + backward at most 1.5x its weight products: {ratios['BiLinear']:.2f}x "
+                 f"eager, {ratios['BiLinear compiled']:.2f}x compiled (torch.compile: its batch-last form)")
     if per_sample_ms:
         import statistics
 
@@ -428,6 +440,12 @@ def layer_table(device: str = "cpu", steps: dict | None = None, ch: int = 384, b
                      f"{bound / steps['mlp']:.2f}x the MLP's {steps['mlp']:.1f} ms"
                      + (f"; the EMLP's step ({steps['emlp']:.1f} ms) is {steps['emlp'] / bound:.2f}x this bound "
                         f"(target: 1.25x)" if "emlp" in steps else ""))
+        if "emlp-compiled" in steps and "emlp-nobil-compiled" in steps:
+            compiled_bound = steps["emlp-nobil-compiled"] + 3 * min(products_ms["BiLinear"])
+            lines.append(f"compiled (torch.compile of each model): the same bound from the compiled no-bilinear step "
+                         f"({steps['emlp-nobil-compiled']:.1f} ms) is {compiled_bound:.1f} ms; the compiled EMLP's "
+                         f"step ({steps['emlp-compiled']:.1f} ms) is {steps['emlp-compiled'] / compiled_bound:.2f}x "
+                         f"it (target: 1.25x)")
         if per_sample_ms:
             floor_step = bound + 3 * min(per_sample_ms)
             lines.append(f"with the three layers' per-sample products too: {floor_step:.1f} ms, "
@@ -438,11 +456,13 @@ def layer_table(device: str = "cpu", steps: dict | None = None, ch: int = 384, b
 
 # ---------------------------------------------------------------------------------------------- the report
 def _fmt(r: dict | str, key: str, spec: str = ".1f") -> str:
-    return format(r[key], spec) if isinstance(r, dict) else str(r)
+    if isinstance(r, dict):
+        return format(r[key], spec) if key in r else "-"
+    return str(r)
 
 
 def _ratio(a: dict | str, b: dict | str, key: str) -> str:
-    if not (isinstance(a, dict) and isinstance(b, dict)) or b[key] <= 0:
+    if not (isinstance(a, dict) and isinstance(b, dict)) or key not in a or key not in b or b[key] <= 0:
         return "-"
     return f"{a[key] / b[key]:.2f}x"
 
@@ -497,7 +517,8 @@ def main() -> None:
         results = {kind: _in_subprocess(group, ch, batch, kind, args.device) for kind in MODELS}
         bound_kinds = ("emlp-nobil", "mlp", "emlp")  # the per-layer table's bound starts from their steps
         if (group, ch, batch) == ("O(3)", 384, 500) and all(isinstance(results[k], dict) for k in bound_kinds):
-            steps_o3 = {k: results[k]["step_ms"] for k in bound_kinds}
+            steps_o3 = {k: results[k]["step_ms"] for k in (*bound_kinds, "emlp-compiled", "emlp-nobil-compiled")
+                        if isinstance(results[k], dict)}
         for kind in MODELS:
             r = results[kind]
             print(f"{group:<8}{ch:>5}{batch:>6}  {kind:<15}{_fmt(r, 'fwd_ms'):>9}{_fmt(r, 'step_ms'):>10}"

@@ -1,7 +1,8 @@
 """What ``torch.compile`` makes of the bilinear layer: its per-sample products and the whole layer, batch first (the
 layer's layout) against batch last, eager and compiled, in one run.
 
-Run: ``.venv/bin/python benchmarks/bench_bilinear_layouts.py [--ch 384] [--batch 500] [--rounds 3] [--no-compile]``.
+Run: ``.venv/bin/python benchmarks/bench_bilinear_layouts.py [--ch 384] [--batch 500] [--rounds 3] [--no-compile]
+[--device cpu|cuda]``.
 
 The layer (``symkit.nn.BiLinear`` at O(3), ``gated(uniform_rep(ch))``) does two kinds of products: with its weights
 (large matmuls) and per sample (``BiLinear.per_sample_products``: 500 small matrix products, ``3x3 @ 3x34`` to
@@ -32,27 +33,33 @@ from typing import Any
 
 import torch
 
+import benchcommon as bc
 
-def _timed(fn: Callable[[], Any], budget: float = 0.5, least: int = 5) -> float:
-    """Least wall time of ``fn`` in ms over at least ``least`` calls and about ``budget`` seconds."""
+
+def _timed(fn: Callable[[], Any], device: torch.device, budget: float = 0.5, least: int = 5) -> float:
+    """Least wall time of ``fn`` in ms over at least ``least`` calls and about ``budget`` seconds, each timed from an
+    idle device until its work there has finished."""
     for _ in range(3):
         fn()
     times, start = [], time.perf_counter()
     while len(times) < least or time.perf_counter() - start < budget:
+        bc.synchronize(device)
         t = time.perf_counter()
         fn()
+        bc.synchronize(device)
         times.append(time.perf_counter() - t)
     return 1e3 * min(times)
 
 
-def _per_sample_forms(p: int, q: int, r: int, n: int, compiled: bool) -> dict[str, Callable[[], Any]]:
+def _per_sample_forms(p: int, q: int, r: int, n: int, compiled: bool, device: torch.device
+                      ) -> dict[str, Callable[[], Any]]:
     """The three products of one per-sample product (``C = A B``, ``A^T``-side and ``B^T``-side gradients) in each
     layout, on fresh operands."""
     from symkit.nn.bilinear import per_sample_matmul
 
     shapes = ((p, q, r), (p, r, q), (q, p, r))
-    first = [(torch.randn(n, a, b), torch.randn(n, b, c)) for a, b, c in shapes]
-    last = [(torch.randn(a, b, n), torch.randn(b, c, n)) for a, b, c in shapes]
+    first = [(torch.randn(n, a, b, device=device), torch.randn(n, b, c, device=device)) for a, b, c in shapes]
+    last = [(torch.randn(a, b, n, device=device), torch.randn(b, c, n, device=device)) for a, b, c in shapes]
 
     def broadcast_sum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # (a, b, n) x (b, c, n) -> (a, c, n)
         return (a[:, :, None] * b[None]).sum(1)
@@ -72,7 +79,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-compile", action="store_true", help="eager rows only")
+    bc.add_device_option(parser)
     args = parser.parse_args()
+    device = bc.device_of(args)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     from symkit.groups import O
@@ -80,9 +89,10 @@ def main() -> None:
     from symkit.nn.emlp import BiLinear, gated, uniform_rep
 
     keep_freed_memory()
-    layer = BiLinear(gated(uniform_rep(args.ch, O(3))))
+    layer = BiLinear(gated(uniform_rep(args.ch, O(3))), device=device)
     n, compiled = args.batch, not args.no_compile
-    print(f"BiLinear at O(3), ch={args.ch} ({layer.size} features), batch {n}, one thread, cpu; least times in ms, "
+    print(f"BiLinear at O(3), ch={args.ch} ({layer.size} features), batch {n}, one thread, {bc.describe(device)}; "
+          f"least times in ms, "
           f"ratios to the batch-first form the median over {args.rounds} rounds")
 
     print("\nper-sample products, forward and both backward products each:")
@@ -91,12 +101,12 @@ def main() -> None:
     totals: dict[str, float] = {}
     for p, q, r in layer.per_sample_products:
         try:
-            forms = _per_sample_forms(p, q, r, n, compiled)
+            forms = _per_sample_forms(p, q, r, n, compiled, device)
             base = "batch first (bmm / broadcasts)"
             times = {name: [] for name in forms}
             for _ in range(args.rounds):
                 for name, fn in forms.items():
-                    times[name].append(_timed(fn))
+                    times[name].append(_timed(fn, device))
         except Exception as err:  # noqa: BLE001 - a compiler that is missing or fails: say so, keep the eager rows
             print(f"  compiling failed ({type(err).__name__}: {str(err)[:200]}); run with --no-compile")
             return
@@ -110,10 +120,10 @@ def main() -> None:
     print(f"{'all':<16}" + "".join(f"{f'{t:8.3f} ms {t / base_total:6.2f}x':>34}" for t in totals.values()))
 
     print("\nthe whole layer, forward and backward:")
-    x = torch.randn(n, layer.size, requires_grad=True)
-    gy = torch.randn(n, layer.size)
-    products = [(torch.randn(n * rr, i, requires_grad=True), torch.randn(i, c, requires_grad=True))
-                for rr, i, c in layer.weight_products]
+    x = torch.randn(n, layer.size, device=device, requires_grad=True)
+    gy = torch.randn(n, layer.size, device=device)
+    products = [(torch.randn(n * rr, i, device=device, requires_grad=True),
+                 torch.randn(i, c, device=device, requires_grad=True)) for rr, i, c in layer.weight_products]
     runs = {"BiLinear (eager, written-out backward)": lambda: layer(x).backward(gy),
             "its weight products alone": lambda: sum((a @ w).sum() for a, w in products).backward()}
     if compiled:
@@ -128,7 +138,7 @@ def main() -> None:
     times = {name: [] for name in runs}
     for _ in range(args.rounds):
         for name, fn_ in runs.items():
-            times[name].append(_timed(fn_, budget=1.0))
+            times[name].append(_timed(fn_, device, budget=1.0))
     base = "BiLinear (eager, written-out backward)"
     for name in runs:
         ratio = statistics.median(a / b for a, b in zip(times[name], times[base]))
@@ -136,10 +146,10 @@ def main() -> None:
         print(f"  {name:<42}{min(times[name]):>8.2f} ms {ratio:>6.2f}x the layer {to_products:>6.2f}x its products")
     if compiled:
         print(f"\ntraining steps, O(3) ch={args.ch}, batch {n}, 3 layers, Adam (as bench_models.py):")
-        model_steps(args.ch, n, args.rounds)
+        model_steps(args.ch, n, args.rounds, device)
 
 
-def model_steps(ch: int, batch: int, rounds: int) -> None:
+def model_steps(ch: int, batch: int, rounds: int, device: torch.device) -> None:
     """An EMLP training step (O(3), ``5 Scalar + 5 V -> T(2)``, 3 layers, Adam, as ``bench_models.py``) and the MLP's
     of equal width, eager and compiled (``torch.compile`` of the model; the optimiser step stays eager)."""
     from symkit.groups import O
@@ -149,10 +159,11 @@ def model_steps(ch: int, batch: int, rounds: int) -> None:
     G = O(3)
     rep_in, rep_out = 5 * Scalar + 5 * V(G), T(2, 0, G)
     gen = torch.Generator().manual_seed(0)
-    x, y = torch.randn(batch, rep_in.size, generator=gen), torch.randn(batch, rep_out.size, generator=gen)
+    x = torch.randn(batch, rep_in.size, generator=gen).to(device)
+    y = torch.randn(batch, rep_out.size, generator=gen).to(device)
     steps = {}
-    for name, model in (("EMLP", EMLP(rep_in, rep_out, G, ch=ch, num_layers=3)),
-                        ("MLP", MLP(rep_in.size, rep_out.size, ch=ch, num_layers=3))):
+    for name, model in (("EMLP", EMLP(rep_in, rep_out, G, ch=ch, num_layers=3, device=device)),
+                        ("MLP", MLP(rep_in.size, rep_out.size, ch=ch, num_layers=3, device=device))):
         for compiled in (False, True):
             net = torch.compile(model, dynamic=False) if compiled else model
             opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -171,7 +182,7 @@ def model_steps(ch: int, batch: int, rounds: int) -> None:
     times = {name: [] for name in steps}
     for _ in range(rounds):
         for name, step in steps.items():
-            times[name].append(_timed(step, budget=1.5))
+            times[name].append(_timed(step, device, budget=1.5))
     for name in steps:
         to_eager = statistics.median(a / b for a, b in zip(times[name], times["MLP eager"]))
         to_mlp = statistics.median(a / b for a, b in zip(times[name], times[f"MLP {name.split()[1]}"]))

@@ -175,6 +175,18 @@ class BiLinear(Equivariant, WeightCache, nn.Module):
             raise ValueError(f"BiLinear: the canonical blocks of {rep!r} do not cover each of its entries once")
         self._block_offsets = np.cumsum([0, *(pos.size for pos in block_pos)])[:-1].tolist()
         buffer("block_index", order)
+        # the batch-last form reads every block as (copies, entries) rows of x^T permuted once (``rows_perm``),
+        rows_perm = np.concatenate([pos.reshape(-1) for pos in block_pos]) if block_pos else np.zeros(0, np.int64)
+        buffer("rows_perm", rows_perm, torch.long)
+        buffer("rows_inverse", np.argsort(rows_perm), torch.long)
+        # and each interaction's source matrices as the first k copies of its source block, entries permuted:
+        # (a, c) -> entry s_map[a, c] is a bijection (``_interactions`` checks it), at this offset of ``s_perm``
+        self._sources_of = [it.src_block for it in interactions]
+        perms = [it.s_map.reshape(-1) for it in interactions]
+        self._s_perm_at = np.cumsum([0, *(p.size for p in perms)]).tolist()
+        buffer("s_perm", np.concatenate(perms) if perms else np.zeros(0, np.int64), torch.long)
+        buffer("s_inverse", np.concatenate([np.argsort(p) for p in perms]) if perms else np.zeros(0, np.int64),
+               torch.long)
         buffer("unpermute", np.argsort(order))
         # the products with the weights, in units: P first, one per output block of scalars (the interactions' P
         # side by side) and else one per interaction; Z first, one per input block of scalars (their weights side

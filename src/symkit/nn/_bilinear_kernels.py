@@ -14,7 +14,8 @@ per interaction elsewhere, so that no operand is copied to be shared) and per-sa
 product). ``_plan`` holds, per interaction, its shape and its places in both.
 
 ``composite`` is the forward pass as differentiable torch operations: autograd, forward-mode AD, ``torch.func``
-transforms, double backward, ``torch.compile`` and ``torch.export`` all apply to it. ``BiLinearFunction`` computes
+transforms and double backward apply to it. ``batch_last`` is the same map laid out for a compiler (features by
+samples; ``torch.compile`` and ``torch.export`` trace it). ``BiLinearFunction`` computes
 the same map with a backward written out: it keeps only each Z-first unit's ``Z`` (what its weight gradient needs;
 a P-first unit's ``P`` is made again from the input, a third of the per-sample work against 2.4 MB a layer at O(3),
 384 channels, batch 500), saved through ``save_for_backward`` so that checkpointing drops it too, and gathers the
@@ -187,11 +188,13 @@ def composite(layer: Any, x2: torch.Tensor, w: torch.Tensor, mm: Matmul) -> torc
 
 
 def batch_last(layer: Any, x2: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """The map of :func:`composite` with the batch last, for ``torch.compile``: one gather of rows of ``x^T`` (features
-    by samples; ``read_index``, the layer's own layout), the products with the weights in the layer's units, each
-    per-sample product a broadcast product summed over its inner index (the compiler fuses it into one loop
-    vectorised over samples: 2x faster than ``bmm`` at O(3), 384 channels, batch 500), one gather back to the rep's
-    order. Differentiable torch operations; ``w`` the flat gathered weights (:func:`flat_weights`)."""
+    """The map of :func:`composite` with the batch last, for ``torch.compile``: ``x^T`` (features by samples) with its
+    rows permuted once so that every block is a range of (copies, entries) (``rows_perm``), each interaction's source
+    matrices its source block's first ``k`` copies with the entries permuted (``s_perm``), the products with the
+    weights in the layer's units, each per-sample product a broadcast product summed over its inner index (the
+    compiler fuses it into one loop vectorised over samples: 2x faster than ``bmm`` at O(3), 384 channels, batch
+    500), and the inverse row permutation back. Every gather's backward is a gather (``_ops.permute_dim``).
+    Differentiable torch operations; ``w`` the flat gathered weights (:func:`flat_weights`)."""
     n, plan = x2.shape[0], layer._plan
     # (features, n), rows permuted so that every block is one range of (copies, entries): a transposition the
     # compiler tiles and a gather of whole rows, whose backward is a gather too (no scatter-add)

@@ -250,3 +250,17 @@ def test_the_batch_last_form_is_the_layer_and_is_what_torch_compile_runs(name, m
     assert calls and torch.allclose(y_c, y_ref, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(torch.autograd.grad(y_c, x, gy)[0], torch.autograd.grad(layer(x), x, gy)[0],
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.slow  # Inductor builds C++ kernels: about half a minute
+def test_the_layer_compiled_by_inductor_is_the_layer():
+    torch.manual_seed(0)
+    layer = BiLinear(gated(uniform_rep(48, O(3))), dtype=torch.float64)
+    x = torch.randn(9, layer.size, dtype=torch.float64, requires_grad=True)
+    compiled = torch.compile(layer, fullgraph=True)
+    y, y_ref = compiled(x), layer(x)
+    torch.testing.assert_close(y, y_ref, rtol=1e-12, atol=1e-12)
+    gy = torch.randn_like(y)
+    for a, b in zip(torch.autograd.grad(y, (x, *layer.weights), gy),
+                    torch.autograd.grad(y_ref, (x, *layer.weights), gy)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

@@ -323,6 +323,10 @@ def test_a_figure_without_numbers_gets_its_own_row_from_its_claims(tmp_path):
     store.record(NAME, {"model": "emlp", "epochs": 80, "seed": 0}, {"err": 0.35})
     [row] = figure_rows(experiment, aggregate(experiment, store.runs(NAME)))
     assert row.status == CONTRADICTS and row.why == "err falls with epochs: does not hold"
+    # a table's numbers checked as orderings are not curves
+    table = dataclasses.replace(experiment, figure_claims=(dataclasses.replace(figure, result="Table 9 (orderings)"),))
+    [row] = figure_rows(table, aggregate(table, store.runs(NAME)))
+    assert row.paper == "the error falls with training (orderings only)"
     [row] = figure_rows(experiment, [])
     assert row.status == MISSING and row.why.endswith("run: `symkit reproduce cli-test-repro --sweep epochs=10,20,40`")
     assert build_reproductions(store, {NAME: experiment}).count("| Figure 9 (against epochs) | `cli-test-repro` |") == 1

@@ -311,22 +311,23 @@ def fast_forward(layer: Any, x2: torch.Tensor, w: torch.Tensor, mm: Matmul,
     for kind, b, _, size, members in layer._groups:
         if kind != "z":
             continue
-        out = mm(_stacked_v(layer, xr, plan[members[0]][11]), _stacked_z(layer, unit_ops, b, size, members))
+        out = mm(_stacked_v(layer, xr, plan[members[0]][11]), _side_by_side(layer, unit_ops, b, size, members))
         totals[b] = out if b not in totals else totals[b].add_(out)
     return _unblock(layer, totals, x2), (unit_ops if keep else None)
 
 
-def _stacked_z(layer: Any, unit_ops: list, b: int, size: int, members: list[int]) -> torch.Tensor:
-    """A Z group's ``Z`` (n, (c, k) of all members, i): a view of its unit's ``Z`` for a group of one interaction,
-    else its members' parts copied side by side (made in the forward pass and again in the backward, not kept)."""
+def _side_by_side(layer: Any, per_unit: Any, b: int, size: int, members: list[int]) -> torch.Tensor:
+    """A group's members' parts of their units' matrices (``per_unit[u]``: a Z-first unit's ``Z``, or a P-first
+    unit's ``dP``) side by side, ``(n, (c, k) or (a, k) of all members, copies)``: a view for a group of one
+    interaction, else a copy (made where it is needed, not kept)."""
     plan = layer._plan
-    parts = [_part_v(unit_ops[plan[t][8]], plan[t]) for t in members]
+    parts = [_part_v(per_unit[plan[t][8]], plan[t]) for t in members]
     if len(parts) == 1:
         return parts[0]
-    Zs = parts[0].new_empty(parts[0].shape[0], size, layer._blocks[b][0])
+    out = parts[0].new_empty(parts[0].shape[0], size, layer._blocks[b][0])
     for t, part in zip(members, parts):
-        Zs[:, plan[t][12]:plan[t][13]].copy_(part)
-    return Zs
+        out[:, plan[t][12]:plan[t][13]].copy_(part)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- backward
@@ -399,7 +400,7 @@ class BiLinearFunction(torch.autograd.Function):
                 dZs = mm(BtT, G)
                 for t in members:
                     _part_v(dZ_of[plan[t][8]], plan[t]).copy_(dZs[:, plan[t][12]:plan[t][13]])
-                ZsT = _stacked_z(layer, unit_ops, b, size, members).transpose(1, 2)
+                ZsT = _side_by_side(layer, unit_ops, b, size, members).transpose(1, 2)
             if need_x:
                 mm(G, ZsT, out=_stacked_v(layer, dxr, g))
         dZs = ZsT = G = BtT = None  # the last group's stacked Z and dZ would live to the end (0.4 MB each)
@@ -436,13 +437,7 @@ class BiLinearFunction(torch.autograd.Function):
         if need_x:
             for _, b, _, size, members in (group for group in layer._groups if group[0] == "p"):
                 g = plan[members[0]][11]
-                parts = [_part_v(dP_of[plan[t][8]], plan[t]) for t in members]
-                if len(parts) == 1:
-                    dRes = parts[0]
-                else:
-                    dRes = xr.new_empty(n, size, layer._blocks[b][0])
-                    for t, part in zip(members, parts):
-                        dRes[:, plan[t][12]:plan[t][13]].copy_(part)
+                dRes = _side_by_side(layer, dP_of, b, size, members)
                 _block_v(layer, dxr, b).add_(mm(_stacked_v(layer, xr, g, transposed=True), dRes))
                 mm(dRes, _block_v(layer, xr, b, transposed=True), out=_stacked_v(layer, dxr, g))
         gx = None
